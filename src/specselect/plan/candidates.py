@@ -1,0 +1,214 @@
+"""A `[[candidates]]` entry: one speculative configuration to compare with the target-only baseline."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Annotated, Any
+
+from packaging.version import InvalidVersion, Version
+from pydantic import Field, Strict, field_validator, model_validator
+
+from specselect.core.families import AssetKind, UnknownFamilyError, classify_family, normalize_family_name
+from specselect.plan.rules import (
+    BASELINE_FAMILY,
+    BASELINE_GROUP,
+    NameStr,
+    check_engine_args,
+    check_env_table,
+    check_model_ref,
+    rule_error,
+)
+from specselect.plan.sections import PlanSection
+
+__all__ = ["REFUSED_OPTION_KEYS", "Candidate", "check_options"]
+
+REFUSED_OPTION_KEYS: Mapping[str, str] = MappingProxyType(
+    {
+        "tensor_parallel_size": "use draft_tensor_parallel_size",
+        "model": "use proposer",
+        "method": "use the candidate field method",
+        "num_speculative_tokens": "use the candidate field num_speculative_tokens",
+    }
+)
+"""Option keys that have their own candidate field or belong to the engine -> the fix."""
+
+_OPTION_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_POSITIVE_INT_OPTIONS = ("prompt_lookup_min", "prompt_lookup_max", "draft_tensor_parallel_size")
+_BOOL_OPTIONS = ("use_heterogeneous_vocab",)
+
+
+def _check_option_value(key: str, value: Any, depth: int = 0) -> None:
+    # Option values go into the engine's JSON config: refuse TOML dates/times, which have no JSON form.
+    if isinstance(value, dt.date | dt.time):
+        raise rule_error(
+            f"a date/time value is not a valid option value ({value})", "use a string or number", field=key
+        )
+    if depth > 8:
+        raise rule_error("option value is nested too deeply", "flatten it", field=key)
+    if isinstance(value, list):
+        for item in value:
+            _check_option_value(key, item, depth + 1)
+    elif isinstance(value, dict):
+        for item in value.values():
+            _check_option_value(key, item, depth + 1)
+
+
+def check_options(options: dict[str, Any]) -> dict[str, Any]:
+    """Validate a candidate's method options (the extra keys of the engine's speculative config)."""
+    for key, value in options.items():
+        if key in REFUSED_OPTION_KEYS:
+            raise rule_error(f"{key!r} cannot be set in options", REFUSED_OPTION_KEYS[key], field=key)
+        if not _OPTION_KEY_RE.match(key):
+            raise rule_error(f"{key[:60]!r} is not a valid option name", "use snake_case option names", field=key)
+        _check_option_value(key, value)
+        if key in _POSITIVE_INT_OPTIONS and (type(value) is not int or value < 1):
+            raise rule_error(f"{key} must be an integer >= 1 (got {value!r:.40})", f"e.g. {key} = 2", field=key)
+        if key in _BOOL_OPTIONS and type(value) is not bool:
+            raise rule_error(f"{key} must be true or false (got {value!r:.40})", f"e.g. {key} = true", field=key)
+    low, high = options.get("prompt_lookup_min"), options.get("prompt_lookup_max")
+    if isinstance(low, int) and isinstance(high, int) and low > high:
+        raise rule_error(
+            f"prompt_lookup_min ({low}) is greater than prompt_lookup_max ({high})",
+            "make prompt_lookup_min <= prompt_lookup_max",
+            field="prompt_lookup_min",
+        )
+    return options
+
+
+_BASELINE_FORBIDDEN = (
+    "method",
+    "num_speculative_tokens",
+    "proposer",
+    "options",
+    "min_engine_version",
+    "engine_args",
+    "env",
+)
+
+
+class Candidate(PlanSection):
+    """One group of the experiment; `g0_target_only` (family `target_only`) is the baseline."""
+
+    name: NameStr
+    family: Annotated[str, Strict()] = Field(
+        description="proposer family (ngram, suffix, draft_model, mtp, eagle, dflash, dspark, ...); "
+        "stored in canonical form"
+    )
+    method: Annotated[str, Strict(), Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.-]+$")] | None = Field(
+        default=None, description="backend method; omitted = the engine's default for the family"
+    )
+    enabled: Annotated[bool, Strict()] = True
+    num_speculative_tokens: Annotated[int, Strict(), Field(gt=0, le=256)] | None = None
+    proposer: Annotated[str, Strict()] | None = Field(
+        default=None, description="model reference of the draft/EAGLE/... checkpoint"
+    )
+    options: dict[str, Any] = Field(
+        default_factory=dict, description="extra keys of the engine's speculative config, e.g. prompt_lookup_max"
+    )
+    min_engine_version: Annotated[str, Strict(), Field(max_length=100)] | None = Field(
+        default=None, description="PEP 440 version; older engines mark the candidate unsupported"
+    )
+    engine_args: tuple[Annotated[str, Strict()], ...] = Field(default=(), description="extra engine args, this group")
+    env: dict[Annotated[str, Strict()], Annotated[str, Strict()]] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _baseline_family_default(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("name") == BASELINE_GROUP and "family" not in data:
+            return {**data, "family": BASELINE_FAMILY}
+        return data
+
+    @field_validator("family")
+    @classmethod
+    def _canonical_family(cls, value: str) -> str:
+        if normalize_family_name(value) == normalize_family_name(BASELINE_FAMILY):
+            return BASELINE_FAMILY
+        try:
+            return classify_family(value).family
+        except UnknownFamilyError as exc:
+            fix = "set family to one of the known families (case, '-' and '_' do not matter)"
+            raise rule_error(str(exc), fix) from None
+
+    @field_validator("proposer")
+    @classmethod
+    def _proposer_ref(cls, value: str | None) -> str | None:
+        return None if value is None else check_model_ref(value, what="proposer")
+
+    @field_validator("options")
+    @classmethod
+    def _options(cls, value: dict[str, Any]) -> dict[str, Any]:
+        return check_options(value)
+
+    @field_validator("min_engine_version")
+    @classmethod
+    def _pep440(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            Version(value)
+        except InvalidVersion:
+            raise rule_error(f"{value[:60]!r} is not a PEP 440 version", 'write a version such as "0.11.0"') from None
+        return value
+
+    @field_validator("engine_args")
+    @classmethod
+    def _engine_args(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return check_engine_args(value)
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, value: dict[str, str]) -> dict[str, str]:
+        return check_env_table(value)
+
+    @model_validator(mode="after")
+    def _roles(self) -> Candidate:
+        if self.is_baseline:
+            if self.family != BASELINE_FAMILY:
+                raise rule_error(
+                    f"{BASELINE_GROUP} is the reserved name of the target-only baseline",
+                    f'rename this candidate, or set family = "{BASELINE_FAMILY}" to declare the baseline',
+                    field="name",
+                )
+            if not self.enabled:
+                raise rule_error(
+                    "the baseline cannot be disabled: every candidate is compared with it",
+                    "remove enabled = false",
+                    field="enabled",
+                )
+            for name in _BASELINE_FORBIDDEN:
+                if getattr(self, name):
+                    raise rule_error(
+                        f"the baseline runs the target alone and takes no {name}",
+                        f"remove {name}; settings shared by every group go in [engine]",
+                        field=name,
+                    )
+            return self
+        if self.family == BASELINE_FAMILY:
+            raise rule_error(
+                f"family {BASELINE_FAMILY!r} is reserved for the baseline {BASELINE_GROUP}",
+                f"remove this entry (the baseline always runs), or name it {BASELINE_GROUP}",
+                field="family",
+            )
+        asset_kind = classify_family(self.family).asset_kind
+        if self.proposer is not None and asset_kind is AssetKind.NONE:
+            raise rule_error(f"family {self.family!r} needs no proposer model", "remove proposer", field="proposer")
+        if self.proposer is not None and asset_kind is AssetKind.TARGET_NATIVE:
+            raise rule_error(
+                f"family {self.family!r} uses the target's own layers, not a proposer model",
+                'remove proposer, or use family = "draft_model" for a separate model',
+                field="proposer",
+            )
+        return self
+
+    @property
+    def is_baseline(self) -> bool:
+        """True for the target-only baseline group."""
+        return self.name == BASELINE_GROUP
+
+    @classmethod
+    def implicit_baseline(cls) -> Candidate:
+        """The baseline group a plan gets when it does not declare one."""
+        return cls(name=BASELINE_GROUP, family=BASELINE_FAMILY)

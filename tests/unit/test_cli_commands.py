@@ -1,0 +1,113 @@
+"""The commands `validate`, `plan list|show` and `schema`, run in-process through `main`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from specselect.cli.main import main
+from specselect.cli.schema import SCHEMAS, schema_for
+from specselect.plan import Plan, builtin_plan_text, load_plan
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_validate_ok_prints_one_line_with_the_hash(capsys: pytest.CaptureFixture[str]) -> None:
+    plan_hash = load_plan("builtin:cpu-smoke").plan_hash
+    assert run_cli(capsys, "validate", "builtin:cpu-smoke") == (
+        0,
+        "OK builtin:cpu-smoke: plan 'cpu-smoke' is valid: baseline + 7 candidates, 2 workloads, "
+        f"plan_hash {plan_hash}\n",
+        "",
+    )
+
+
+def test_validate_bad_plan_exits_2_with_one_line_per_problem(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    text = builtin_plan_text("cpu-smoke")
+    text = text.replace("concurrency = [1]", "concurrency = [0]").replace('family = "dspark"', 'family = "dsprak"')
+    path = tmp_path / "p.toml"
+    path.write_text(text, encoding="utf-8")
+    code, out, err = run_cli(capsys, "validate", str(path))
+    assert (code, out) == (2, "")
+    lines = err.splitlines()
+    assert lines[0] == f"specselect: error: {path}: plan does not validate (2 problems)"
+    assert lines[1].startswith(f"{path}: run.concurrency[0]: must be > 0 (got 0) (fix: ")
+    assert lines[2].startswith(
+        f"{path}: candidates[4].family: unknown proposer family 'dsprak'; did you mean 'dspark'?"
+    )
+    assert "Traceback" not in err
+
+
+def test_validate_toml_error_names_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = tmp_path / "p.toml"
+    path.write_text('schema_version = 1\nlabel = "x\n', encoding="utf-8")
+    code, _, err = run_cli(capsys, "validate", str(path))
+    assert code == 2
+    assert err.startswith(f"specselect: error: {path}:2:")
+    assert err.count("\n") == 1
+
+
+def test_plan_list(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(capsys, "plan", "list")
+    assert (code, err) == (0, "")
+    assert out.startswith("builtin:cpu-smoke  CPU smoke test:")
+
+
+def test_plan_show_prints_the_toml_verbatim(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, out, err = run_cli(capsys, "plan", "show", "builtin:cpu-smoke")
+    assert (code, err) == (0, "")
+    assert out == builtin_plan_text("cpu-smoke")
+    copy = tmp_path / "mine.toml"
+    copy.write_text(out, encoding="utf-8")
+    assert run_cli(capsys, "validate", str(copy))[1].endswith(f"plan_hash {load_plan('builtin:cpu-smoke').plan_hash}\n")
+
+
+def test_plan_show_unknown_builtin(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(capsys, "plan", "show", "builtin:nope")
+    assert (code, out) == (2, "")
+    assert err == (
+        "specselect: error: builtin:nope: no built-in plan 'nope' "
+        "(fix: use one of: builtin:cpu-smoke (see `specselect plan list`))\n"
+    )
+
+
+def test_plan_show_refuses_a_file_path(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(capsys, "plan", "show", "./mine.toml")
+    assert code == 2
+    assert err.startswith("specselect: error: ./mine.toml: `plan show` prints built-in plans only (fix: ")
+
+
+def test_schema_plan_is_the_plan_models_json_schema(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(capsys, "schema", "plan")
+    assert (code, err) == (0, "")
+    schema = json.loads(out)
+    assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    assert schema["additionalProperties"] is False
+    assert set(schema["required"]) == {"schema_version", "label", "target", "engine", "workloads"}
+    assert set(schema["properties"]) == set(Plan.model_fields)
+    assert schema == schema_for("plan")
+
+
+def test_schema_lists_known_names(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "schema")
+    assert code == 0
+    assert [line.split()[0] for line in out.splitlines()] == list(SCHEMAS)
+
+
+def test_schema_unknown_name_exits_2_listing_known_ones(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(capsys, "schema", "results")
+    assert (code, out) == (2, "")
+    assert err == "specselect: error: specselect schema: unknown schema 'results' (fix: use one of: plan)\n"
+
+
+def test_every_registered_schema_builds() -> None:
+    for name in SCHEMAS:
+        assert schema_for(name)["type"] == "object"
