@@ -1,0 +1,224 @@
+"""Per-request samples and their baseline/candidate pairing by (item_id, repeat).
+
+The evidence layer never imports the measurement client: a measured request record is read through the
+read-only `RecordLike` protocol, so any object with those attributes (the client's `RequestRecord`) fits.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol
+
+from pydantic import BaseModel, ConfigDict
+
+__all__ = [
+    "Pairing",
+    "RecordLike",
+    "RequestKey",
+    "RequestPair",
+    "RequestSample",
+    "RequestSpecMetrics",
+    "outputs_from_records",
+    "pair_requests",
+    "sample_from_record",
+    "samples_from_records",
+    "spec_metrics_from_raw",
+]
+
+RequestKey = tuple[str, int]
+"""(item_id, repeat): what pairs a candidate request with the baseline request for the same prompt."""
+
+
+class RecordLike(Protocol):
+    """The attributes of a measured request record that evidence reads (read-only)."""
+
+    @property
+    def item_id(self) -> str: ...
+    @property
+    def repeat(self) -> int: ...
+    @property
+    def warmup(self) -> bool: ...
+    @property
+    def send_time_s(self) -> float: ...
+    @property
+    def first_token_time_s(self) -> float | None: ...
+    @property
+    def end_time_s(self) -> float | None: ...
+    @property
+    def completion_tokens(self) -> int | None: ...
+    @property
+    def output_text(self) -> str | None: ...
+    @property
+    def spec_metrics(self) -> Mapping[str, Any] | None: ...
+    @property
+    def error(self) -> str | None: ...
+
+
+class RequestSpecMetrics(BaseModel):
+    """The engine's own per-request speculative-decoding counters (null when it exports none)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    num_spec_steps: int | None = None
+    num_draft_tokens: int | None = None
+    num_accepted_draft_tokens: int | None = None
+    mean_acceptance_length: float | None = None
+
+
+class RequestSample(BaseModel):
+    """One measured request reduced to what paired statistics need (times in seconds)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    item_id: str
+    repeat: int
+    category: str | None = None
+    completion_tokens: int | None = None
+    ttft_s: float | None = None
+    e2e_s: float | None = None
+    decode_s: float | None = None
+    """Time from the first to the last token: the decode phase that emitted `completion_tokens - 1` tokens."""
+    spec: RequestSpecMetrics | None = None
+
+    @property
+    def key(self) -> RequestKey:
+        """(item_id, repeat)."""
+        return (self.item_id, self.repeat)
+
+
+class RequestPair(BaseModel):
+    """The baseline and the candidate request for the same (item_id, repeat)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    item_id: str
+    repeat: int
+    category: str | None = None
+    baseline: RequestSample
+    candidate: RequestSample
+
+
+class Pairing(BaseModel):
+    """The result of pairing two sides: the pairs (sorted by key) and what could not be paired."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    pairs: tuple[RequestPair, ...]
+    baseline_only: tuple[RequestKey, ...] = ()
+    candidate_only: tuple[RequestKey, ...] = ()
+    duplicates: tuple[RequestKey, ...] = ()
+    """Keys seen more than once on one side; the first occurrence is kept."""
+
+
+def _finite_int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return int(value)
+    return None
+
+
+def _finite_float(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    out = float(value)
+    return out if math.isfinite(out) else None
+
+
+def spec_metrics_from_raw(raw: Mapping[str, Any] | None) -> RequestSpecMetrics | None:
+    """Read vLLM's per-request `metrics` object (or its `speculative_decoding` part); None when absent."""
+    if not isinstance(raw, Mapping):
+        return None
+    inner = raw.get("speculative_decoding", raw)
+    if not isinstance(inner, Mapping):
+        return None
+    metrics = RequestSpecMetrics(
+        num_spec_steps=_finite_int(inner.get("num_spec_steps")),
+        num_draft_tokens=_finite_int(inner.get("num_draft_tokens")),
+        num_accepted_draft_tokens=_finite_int(inner.get("num_accepted_draft_tokens")),
+        mean_acceptance_length=_finite_float(inner.get("mean_acceptance_length")),
+    )
+    if metrics == RequestSpecMetrics():
+        return None
+    return metrics
+
+
+def _span(start: float | None, end: float | None) -> float | None:
+    if start is None or end is None:
+        return None
+    return float(end) - float(start)
+
+
+def sample_from_record(record: RecordLike, category: str | None = None) -> RequestSample | None:
+    """Reduce a measured record to a sample; None for warm-up and failed requests."""
+    if record.warmup or record.error is not None:
+        return None
+    return RequestSample(
+        item_id=record.item_id,
+        repeat=record.repeat,
+        category=category,
+        completion_tokens=record.completion_tokens,
+        ttft_s=_span(record.send_time_s, record.first_token_time_s),
+        e2e_s=_span(record.send_time_s, record.end_time_s),
+        decode_s=_span(record.first_token_time_s, record.end_time_s),
+        spec=spec_metrics_from_raw(record.spec_metrics),
+    )
+
+
+def samples_from_records(
+    records: Iterable[RecordLike], categories: Mapping[str, str | None] | None = None
+) -> list[RequestSample]:
+    """Samples of every measured (non-warm-up, successful) record; `categories` maps item_id -> category."""
+    cats = categories or {}
+    out: list[RequestSample] = []
+    for record in records:
+        sample = sample_from_record(record, cats.get(record.item_id))
+        if sample is not None:
+            out.append(sample)
+    return out
+
+
+def outputs_from_records(records: Iterable[RecordLike]) -> dict[RequestKey, str | None]:
+    """Output texts keyed by (item_id, repeat) for parity; a failed request maps to None."""
+    out: dict[RequestKey, str | None] = {}
+    for record in records:
+        if record.warmup:
+            continue
+        out.setdefault((record.item_id, record.repeat), None if record.error is not None else record.output_text)
+    return out
+
+
+def _index(samples: Iterable[RequestSample]) -> tuple[dict[RequestKey, RequestSample], set[RequestKey]]:
+    index: dict[RequestKey, RequestSample] = {}
+    duplicates: set[RequestKey] = set()
+    for sample in samples:
+        if sample.key in index:
+            duplicates.add(sample.key)
+        else:
+            index[sample.key] = sample
+    return index, duplicates
+
+
+def pair_requests(baseline: Iterable[RequestSample], candidate: Iterable[RequestSample]) -> Pairing:
+    """Pair both sides by (item_id, repeat); the category comes from the baseline, else the candidate."""
+    base, base_dup = _index(baseline)
+    cand, cand_dup = _index(candidate)
+    pairs = tuple(
+        RequestPair(
+            item_id=key[0],
+            repeat=key[1],
+            category=base[key].category if base[key].category is not None else cand[key].category,
+            baseline=base[key],
+            candidate=cand[key],
+        )
+        for key in sorted(base.keys() & cand.keys())
+    )
+    return Pairing(
+        pairs=pairs,
+        baseline_only=tuple(sorted(base.keys() - cand.keys())),
+        candidate_only=tuple(sorted(cand.keys() - base.keys())),
+        duplicates=tuple(sorted(base_dup | cand_dup)),
+    )

@@ -1,0 +1,81 @@
+"""Samples from measured records and pairing by (item_id, repeat)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from specselect.evidence.samples import (
+    RequestSample,
+    RequestSpecMetrics,
+    outputs_from_records,
+    pair_requests,
+    sample_from_record,
+    samples_from_records,
+    spec_metrics_from_raw,
+)
+
+
+@dataclass(frozen=True)
+class Record:
+    item_id: str
+    repeat: int
+    warmup: bool = False
+    send_time_s: float = 10.0
+    first_token_time_s: float | None = 10.2
+    end_time_s: float | None = 12.0
+    completion_tokens: int | None = 64
+    output_text: str | None = "out"
+    spec_metrics: Mapping[str, Any] | None = field(default=None)
+    error: str | None = None
+
+
+def test_sample_from_record_times_and_spec_metrics() -> None:
+    raw = {"speculative_decoding": {"num_spec_steps": 16, "num_draft_tokens": 80, "num_accepted_draft_tokens": 47}}
+    sample = sample_from_record(Record("a", 1, spec_metrics=raw), category="code")
+    assert sample is not None
+    assert sample.ttft_s == pytest.approx(0.2)
+    assert sample.e2e_s == pytest.approx(2.0)
+    assert sample.decode_s == pytest.approx(1.8)
+    assert sample.category == "code"
+    assert sample.spec == RequestSpecMetrics(num_spec_steps=16, num_draft_tokens=80, num_accepted_draft_tokens=47)
+
+
+def test_warmup_and_failed_records_are_skipped() -> None:
+    records = [Record("a", 0), Record("a", 0, warmup=True), Record("b", 0, error="timeout"), Record("c", 0)]
+    samples = samples_from_records(records, categories={"c": "prose"})
+    assert [(s.item_id, s.category) for s in samples] == [("a", None), ("c", "prose")]
+    assert outputs_from_records(records) == {("a", 0): "out", ("b", 0): None, ("c", 0): "out"}
+
+
+def test_missing_first_token_leaves_ttft_and_decode_null() -> None:
+    sample = sample_from_record(Record("a", 0, first_token_time_s=None))
+    assert sample is not None
+    assert sample.ttft_s is None
+    assert sample.decode_s is None
+    assert sample.e2e_s == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize("raw", [None, {}, {"speculative_decoding": None}, {"other": 1}, "junk"])
+def test_spec_metrics_absent(raw: Any) -> None:
+    assert spec_metrics_from_raw(raw) is None
+
+
+def test_spec_metrics_inner_object_and_junk_values() -> None:
+    parsed = spec_metrics_from_raw({"num_spec_steps": 3.0, "num_draft_tokens": "x", "mean_acceptance_length": 2.5})
+    assert parsed == RequestSpecMetrics(num_spec_steps=3, mean_acceptance_length=2.5)
+
+
+def test_pairing_sorted_with_unpaired_and_duplicates() -> None:
+    base = [RequestSample(item_id="b", repeat=0, category="k"), RequestSample(item_id="a", repeat=0)]
+    base.append(RequestSample(item_id="a", repeat=0, completion_tokens=5))
+    cand = [RequestSample(item_id="a", repeat=0, category="c"), RequestSample(item_id="c", repeat=1)]
+    pairing = pair_requests(base, cand)
+    assert [(p.item_id, p.repeat, p.category) for p in pairing.pairs] == [("a", 0, "c")]
+    assert pairing.pairs[0].baseline.completion_tokens is None
+    assert pairing.baseline_only == (("b", 0),)
+    assert pairing.candidate_only == (("c", 1),)
+    assert pairing.duplicates == (("a", 0),)
