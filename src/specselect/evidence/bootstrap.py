@@ -160,7 +160,8 @@ def _bca_levels(
         return None
     with np.errstate(all="ignore"):
         dev = jack.mean() - jack
-        denom = 6.0 * float(np.sum(dev**2)) ** 1.5
+        # numpy power: float ** 1.5 raises OverflowError on huge sums, np.float64 gives inf (handled below).
+        denom = float(6.0 * np.power(np.sum(dev**2), 1.5))
         accel = float(np.sum(dev**3)) / denom if denom > 0 else 0.0
     if not (math.isfinite(accel) and math.isfinite(denom)):
         return None
