@@ -1,0 +1,152 @@
+"""Model references -> exact, content-identified model directories (`ResolvedModel`).
+
+A reference is one of:
+- `builtin:NAME`: a model specselect prepares itself from a bundled file (see `builtin.py`);
+- a local directory (absolute, `./`, `~`, or any existing path): identified by a hash of its files;
+- an `org/name` hub id: resolved OFFLINE through the local Hugging Face cache, identified by commit.
+Nothing is ever downloaded.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from specselect.assets.config_facts import (
+    architectures,
+    config_int,
+    estimate_params_from_config,
+    has_native_mtp,
+    load_config,
+)
+from specselect.assets.hf_cache import is_hf_id, resolve_hf_snapshot
+from specselect.assets.identity import hash_directory, tokenizer_sha256
+from specselect.assets.safetensors_meta import checkpoint_size
+from specselect.engines.vllm.envsetup import EngineEnv, default_home
+from specselect.errors import EngineSetupError
+
+__all__ = ["BUILTIN_PREFIX", "ModelSource", "ResolvedModel", "describe_model_dir", "hash_cache_dir", "resolve_model"]
+
+BUILTIN_PREFIX = "builtin:"
+
+ModelSource = Literal["builtin", "hf_cache", "local_dir"]
+
+
+class ResolvedModel(BaseModel):
+    """A model reference resolved to a directory with an exact identity and the facts admission needs.
+
+    `present` is False only for a builtin model that has not been prepared yet (`prepare=False`): then
+    `path` is where it will be, `snapshot` is empty and the facts come from the builtin's description.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    schema_version: int = 1
+    ref: str
+    path: Path
+    snapshot: str
+    source: ModelSource
+    present: bool = True
+    config: dict[str, Any]
+    vocab_size: int | None
+    tokenizer_sha256: str | None
+    num_params: int | None
+    num_params_source: Literal["safetensors", "config", "builtin"] | None
+    weights_bytes: int | None
+    has_native_mtp: bool
+    architectures: tuple[str, ...]
+    model_type: str | None
+    num_hidden_layers: int | None
+    hidden_size: int | None
+    dtype: str | None
+
+
+def hash_cache_dir(home: Path | None = None) -> Path:
+    """Where per-file hash caches of local model directories are kept."""
+    return (home or default_home()) / "cache" / "file-hashes"
+
+
+def describe_model_dir(path: Path, *, ref: str, snapshot: str, source: ModelSource) -> ResolvedModel:
+    """Read config.json, tokenizer files and safetensors headers of `path` (no weights are read)."""
+    config = load_config(path)
+    size = checkpoint_size(path)
+    if size is not None:
+        num_params: int | None = size.num_params
+        params_source: Literal["safetensors", "config"] | None = "safetensors"
+        weights_bytes: int | None = size.tensor_bytes
+    else:
+        num_params = estimate_params_from_config(config)
+        params_source = "config" if num_params is not None else None
+        weights_bytes = None
+    dtype = config.get("dtype") or config.get("torch_dtype")
+    model_type = config.get("model_type")
+    return ResolvedModel(
+        ref=ref,
+        path=path,
+        snapshot=snapshot,
+        source=source,
+        config=config,
+        vocab_size=config_int(config, "vocab_size"),
+        tokenizer_sha256=tokenizer_sha256(path),
+        num_params=num_params,
+        num_params_source=params_source,
+        weights_bytes=weights_bytes,
+        has_native_mtp=has_native_mtp(config),
+        architectures=architectures(config),
+        model_type=str(model_type) if model_type is not None else None,
+        num_hidden_layers=config_int(config, "num_hidden_layers", "n_layer", "num_layers"),
+        hidden_size=config_int(config, "hidden_size", "d_model", "n_embd"),
+        dtype=str(dtype) if dtype is not None else None,
+    )
+
+
+def _looks_like_path(ref: str) -> bool:
+    return ref.startswith(("/", "./", "../", "~")) or ref in (".", "..") or "\\" in ref
+
+
+def resolve_model(
+    ref: str,
+    *,
+    revision: str | None = None,
+    home: Path | None = None,
+    env: EngineEnv | None = None,
+    prepare: bool = True,
+) -> ResolvedModel:
+    """Resolve a model reference; EngineSetupError (naming the reference and a fix) when it cannot be found.
+
+    `prepare=False` never converts a builtin model (it is reported with `present=False` instead).
+    `env` is the engine environment used to prepare builtins (default: the managed one, if set up).
+    """
+    ref = ref.strip()
+    if not ref:
+        raise EngineSetupError("empty model reference", fix="give a builtin:NAME, a directory or an org/name id")
+    if ref.startswith(BUILTIN_PREFIX):
+        from specselect.assets.builtin import resolve_builtin
+
+        return resolve_builtin(ref[len(BUILTIN_PREFIX) :], home=home, env=env, prepare=prepare)
+    local = Path(ref).expanduser()
+    if _looks_like_path(ref) or local.is_dir():
+        if not local.is_dir():
+            raise EngineSetupError(
+                "model directory does not exist", location=ref, fix="check the path (it must hold config.json)"
+            )
+        if revision is not None:
+            raise EngineSetupError(
+                "a revision applies to hub ids only, not to a local directory",
+                location=ref,
+                fix="drop the revision or use an org/name id",
+            )
+        root = local.resolve()
+        load_config(root)  # fail early, before hashing weights, when it is not a model directory
+        snapshot, _ = hash_directory(root, hash_cache_dir(home))
+        return describe_model_dir(root, ref=ref, snapshot=snapshot, source="local_dir")
+    if is_hf_id(ref):
+        snapshot_dir, commit = resolve_hf_snapshot(ref, revision)
+        return describe_model_dir(snapshot_dir, ref=ref, snapshot=commit, source="hf_cache")
+    raise EngineSetupError(
+        "not a model reference",
+        location=ref,
+        fix="use builtin:smollm2-135m, a local directory, or an org/name id from the local Hugging Face cache",
+    )

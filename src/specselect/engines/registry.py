@@ -1,0 +1,67 @@
+"""Engines by `kind`, imported only when asked for so a missing optional dependency costs nothing."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import NamedTuple, cast
+
+from specselect.engines.base import Engine
+from specselect.errors import ConfigError, MissingDependencyError
+
+__all__ = ["EngineEntry", "EngineFactory", "get_engine", "known_engine_kinds"]
+
+EngineFactory = Callable[..., Engine]
+"""An engine class (or factory); its keyword arguments are engine-specific."""
+
+
+class EngineEntry(NamedTuple):
+    """Where an engine lives and how to install what it needs."""
+
+    module: str
+    attribute: str
+    install_hint: str
+
+
+_ENGINES: Mapping[str, EngineEntry] = MappingProxyType(
+    {
+        "vllm": EngineEntry(
+            module="specselect.engines.vllm.engine",
+            attribute="VllmEngine",
+            install_hint="specselect setup  (installs the managed CPU vLLM environment)",
+        ),
+    }
+)
+
+
+def known_engine_kinds() -> tuple[str, ...]:
+    """The engine kinds this version of specselect can drive."""
+    return tuple(_ENGINES)
+
+
+def get_engine(kind: str) -> EngineFactory:
+    """Import and return the engine factory registered for `kind`.
+
+    Unknown kinds raise ConfigError listing the known ones; a missing optional dependency raises
+    MissingDependencyError carrying the install command.
+    """
+    registry = _ENGINES
+    entry = registry.get(kind.strip().lower()) if isinstance(kind, str) else None
+    if entry is None:
+        known = ", ".join(registry) or "(none)"
+        raise ConfigError(
+            f"unknown engine kind {kind!r}; known kinds: {known}", location="engine.kind", fix=f"use one of: {known}"
+        )
+    try:
+        module = importlib.import_module(entry.module)
+    except ModuleNotFoundError as exc:
+        missing = exc.name or "?"
+        if missing == "specselect" or missing.startswith("specselect."):
+            raise
+        raise MissingDependencyError(
+            f"engine kind {kind!r} needs the Python package {missing!r}, which is not installed",
+            location="engine.kind",
+            fix=f"install it: {entry.install_hint}",
+        ) from exc
+    return cast(EngineFactory, getattr(module, entry.attribute))

@@ -1,0 +1,249 @@
+"""The exact `--speculative-config` object for a family/method, with options checked against allow-lists."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from specselect.core.families import UnknownFamilyError, classify_family, normalize_family_name
+from specselect.errors import ConfigError
+
+__all__ = [
+    "METHOD_OPTIONS",
+    "build_speculative_config",
+    "default_method",
+    "family_methods",
+    "speculative_config_json",
+]
+
+_COMMON = ("num_speculative_tokens_per_batch_size", "rejection_sample_method", "enforce_eager")
+_DRAFT_LOADING = ("draft_tensor_parallel_size", "quantization", "revision", "max_model_len")
+_NGRAM = ("prompt_lookup_min", "prompt_lookup_max")
+
+METHOD_OPTIONS: Mapping[str, frozenset[str]] = MappingProxyType(
+    {
+        "ngram": frozenset((*_COMMON, *_NGRAM)),
+        "ngram_gpu": frozenset((*_COMMON, *_NGRAM)),
+        "suffix": frozenset(
+            (
+                *_COMMON,
+                "suffix_decoding_max_tree_depth",
+                "suffix_decoding_max_cached_requests",
+                "suffix_decoding_max_spec_factor",
+                "suffix_decoding_min_token_prob",
+            )
+        ),
+        "draft_model": frozenset(
+            (*_COMMON, *_DRAFT_LOADING, "use_heterogeneous_vocab", "draft_sample_method", "parallel_drafting")
+        ),
+        "eagle": frozenset(
+            (
+                *_COMMON,
+                *_DRAFT_LOADING,
+                "draft_sample_method",
+                "parallel_drafting",
+                "disable_padded_drafter_batch",
+                "disable_eagle_block_drop",
+                "attention_backend",
+            )
+        ),
+        "dflash": frozenset((*_COMMON, *_DRAFT_LOADING, "attention_backend")),
+        "dspark": frozenset((*_COMMON, *_DRAFT_LOADING, "dspark_draft_topk", "enable_adaptive_verification")),
+        "medusa": frozenset((*_COMMON, *_DRAFT_LOADING)),
+        "mlp_speculator": frozenset((*_COMMON, *_DRAFT_LOADING)),
+        "mtp": frozenset(
+            (*_COMMON, "draft_tensor_parallel_size", "quantization", "moe_backend", "index_share_for_mtp_iteration")
+        ),
+    }
+)
+"""Allowed option keys per method (`eagle3` shares `eagle`'s, model-specific `*_mtp` share `mtp`'s)."""
+
+_FAMILY_METHODS: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {
+        "ngram": ("ngram", "ngram_gpu"),
+        "suffix": ("suffix",),
+        "draft_model": ("draft_model",),
+        "mtp": ("mtp",),
+        "eagle": ("eagle", "eagle3"),
+        "dflash": ("dflash",),
+        "dspark": ("dspark",),
+        "medusa": ("medusa",),
+        "mlp_speculator": ("mlp_speculator",),
+    }
+)
+_NEEDS_MODEL = frozenset({"draft_model", "eagle", "eagle3", "dflash", "dspark", "medusa", "mlp_speculator"})
+_NO_MODEL = frozenset({"ngram", "ngram_gpu", "suffix", "mtp"})
+# Methods whose token budget vLLM cannot take from a checkpoint; without it vLLM fails at start-up.
+_NEEDS_BUDGET = frozenset({"ngram", "ngram_gpu", "mtp"})
+_RESERVED = {
+    "method": "the candidate's method",
+    "model": "the candidate's proposer",
+    "num_speculative_tokens": "the candidate's num_speculative_tokens",
+}
+_INT_OPTIONS = frozenset(
+    {
+        "prompt_lookup_min",
+        "prompt_lookup_max",
+        "draft_tensor_parallel_size",
+        "max_model_len",
+        "suffix_decoding_max_tree_depth",
+        "suffix_decoding_max_cached_requests",
+        "dspark_draft_topk",
+    }
+)
+_BOOL_OPTIONS = frozenset(
+    {
+        "use_heterogeneous_vocab",
+        "parallel_drafting",
+        "disable_padded_drafter_batch",
+        "disable_eagle_block_drop",
+        "enforce_eager",
+        "enable_adaptive_verification",
+        "index_share_for_mtp_iteration",
+    }
+)
+_FLOAT_OPTIONS = frozenset({"suffix_decoding_max_spec_factor", "suffix_decoding_min_token_prob"})
+
+
+def family_methods(family: str) -> tuple[str, ...]:
+    """The vLLM methods that implement a proposer family (canonical or alias name)."""
+    return _FAMILY_METHODS[classify_family(family).family]
+
+
+def default_method(family: str) -> str:
+    """The method used when a candidate names only its family (`eagle3` and `ngram_gpu` aliases keep theirs)."""
+    canonical = classify_family(family).family
+    written = normalize_family_name(family)
+    for method in _FAMILY_METHODS[canonical]:
+        if normalize_family_name(method) == written:
+            return method
+    return _FAMILY_METHODS[canonical][0]
+
+
+def _allowed_keys(method: str) -> frozenset[str]:
+    if method == "eagle3":
+        return METHOD_OPTIONS["eagle"]
+    if method.endswith("_mtp"):
+        return METHOD_OPTIONS["mtp"]
+    return METHOD_OPTIONS[method]
+
+
+def _check_value(key: str, value: Any, where: str) -> None:
+    if key in _BOOL_OPTIONS and not isinstance(value, bool):
+        raise ConfigError(f"{key} must be true or false, got {value!r}", location=where, fix="use a boolean")
+    if key in _INT_OPTIONS and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ConfigError(f"{key} must be an integer >= 1, got {value!r}", location=where, fix="use a whole number")
+    if key in _FLOAT_OPTIONS and (
+        isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0
+    ):
+        raise ConfigError(f"{key} must be a number >= 0, got {value!r}", location=where, fix="use a number")
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{key} is not JSON-serialisable: {exc}", location=where, fix="use plain values") from exc
+
+
+def build_speculative_config(
+    family: str,
+    method: str | None,
+    num_speculative_tokens: int | None,
+    proposer_path: str | Path | None,
+    options: Mapping[str, Any] | None = None,
+    *,
+    location: str = "speculative",
+) -> dict[str, Any]:
+    """Build vLLM's speculative-config object; ConfigError (naming `location` and the fix) on bad input.
+
+    The result is exactly what is passed to the server and recorded in results: method, model (when the
+    method loads one), num_speculative_tokens (when given), then the options in the order given.
+    """
+    try:
+        canonical = classify_family(family).family
+    except UnknownFamilyError as exc:
+        raise ConfigError(str(exc), location=f"{location}.family", fix="use a known family name") from exc
+    allowed_methods = _FAMILY_METHODS[canonical]
+    chosen = default_method(family) if method is None else method.strip().lower()
+    if chosen not in allowed_methods and not (canonical == "mtp" and chosen.endswith("_mtp")):
+        raise ConfigError(
+            f"method {chosen!r} does not implement family {canonical!r}; allowed: {', '.join(allowed_methods)}",
+            location=f"{location}.method",
+            fix=f"use one of: {', '.join(allowed_methods)}",
+        )
+
+    config: dict[str, Any] = {"method": chosen}
+    if chosen in _NEEDS_MODEL:
+        if proposer_path is None or not str(proposer_path).strip():
+            raise ConfigError(
+                f"method {chosen!r} needs a proposer checkpoint",
+                location=f"{location}.proposer",
+                fix="give the proposer's local directory or model id",
+            )
+        config["model"] = str(proposer_path)
+    elif proposer_path is not None and (chosen in _NO_MODEL or chosen.endswith("_mtp")):
+        why = "uses the target's own layers" if canonical == "mtp" else "needs no checkpoint"
+        raise ConfigError(
+            f"method {chosen!r} {why} but a proposer was given",
+            location=f"{location}.proposer",
+            fix="remove the proposer",
+        )
+
+    if num_speculative_tokens is not None:
+        if isinstance(num_speculative_tokens, bool) or not isinstance(num_speculative_tokens, int):
+            raise ConfigError(
+                f"num_speculative_tokens must be an integer, got {num_speculative_tokens!r}",
+                location=f"{location}.num_speculative_tokens",
+                fix="use a whole number such as 4",
+            )
+        if num_speculative_tokens < 1:
+            raise ConfigError(
+                f"num_speculative_tokens must be >= 1, got {num_speculative_tokens}",
+                location=f"{location}.num_speculative_tokens",
+                fix="use a whole number such as 4",
+            )
+        config["num_speculative_tokens"] = num_speculative_tokens
+    elif chosen in _NEEDS_BUDGET or chosen.endswith("_mtp"):
+        raise ConfigError(
+            f"method {chosen!r} needs num_speculative_tokens",
+            location=f"{location}.num_speculative_tokens",
+            fix="set the proposal budget, e.g. 4",
+        )
+
+    allowed = _allowed_keys(chosen)
+    for key, value in (options or {}).items():
+        where = f"{location}.options.{key}"
+        if key in _RESERVED:
+            raise ConfigError(
+                f"{key!r} cannot be set in options", location=where, fix=f"set it through {_RESERVED[key]}"
+            )
+        if key == "tensor_parallel_size":
+            raise ConfigError(
+                "tensor_parallel_size is not a speculative-config key",
+                location=where,
+                fix="use draft_tensor_parallel_size",
+            )
+        if key not in allowed:
+            raise ConfigError(
+                f"unknown option {key!r} for method {chosen!r}; allowed: {', '.join(sorted(allowed))}",
+                location=where,
+                fix="remove it or use one of the allowed keys",
+            )
+        _check_value(key, value, where)
+        config[key] = value
+
+    low, high = config.get("prompt_lookup_min"), config.get("prompt_lookup_max")
+    if low is not None and high is not None and low > high:
+        raise ConfigError(
+            f"prompt_lookup_min ({low}) is larger than prompt_lookup_max ({high})",
+            location=f"{location}.options.prompt_lookup_min",
+            fix="make prompt_lookup_min <= prompt_lookup_max",
+        )
+    return config
+
+
+def speculative_config_json(config: Mapping[str, Any]) -> str:
+    """The compact JSON text passed as `--speculative-config` (key order kept, so it is reproducible)."""
+    return json.dumps(dict(config), separators=(",", ":"), allow_nan=False)

@@ -1,0 +1,129 @@
+"""The real engine environment and builtin models: built once, then reused as no-ops; real admission refusals.
+
+Uses the managed environment of the default home ($SPECSELECT_HOME or ~/.cache/specselect), building it
+when missing (~2-3 min). The builtin models are converted into a fresh temporary home (~35 s) so the
+real conversion script runs every time; no vLLM server is started.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from specselect.admission import gather_admission_input
+from specselect.assets import prepare_builtin, resolve_model
+from specselect.assets.builtin import MODEL_MARKER
+from specselect.core.admission import admit
+from specselect.core.status import RunStatus
+from specselect.engines.vllm.envsetup import (
+    EngineEnv,
+    default_home,
+    ensure_managed_vllm_env,
+    smollm2_package_dir,
+)
+from specselect.engines.vllm.probe import probe_vllm
+from specselect.plan.candidates import Candidate
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def managed_env() -> EngineEnv:
+    return ensure_managed_vllm_env(progress=lambda message: print(f"[setup] {message}"))
+
+
+def test_managed_env_is_complete_and_second_call_is_a_no_op(
+    managed_env: EngineEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert managed_env.managed
+    assert managed_env.engine_version == "0.32.0+cpu"
+    proc = subprocess.run(
+        [str(managed_env.python), "-c", "import importlib.metadata as m; print(m.version('vllm'))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert proc.stdout.strip() == "0.32.0+cpu"
+    broken = subprocess.run(
+        [str(managed_env.python), "-c", "import importlib.util as u; print(u.find_spec('torchvision'))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert broken.stdout.strip() == "None"  # the CUDA-only extras were removed
+
+    def no_subprocess(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("the second call must not run pip or python")
+
+    monkeypatch.setattr(subprocess, "run", no_subprocess)
+    started = time.monotonic()
+    assert ensure_managed_vllm_env() == managed_env
+    assert time.monotonic() - started < 1.0
+
+
+def test_builtin_models_convert_once_then_are_reused(
+    managed_env: EngineEnv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    smollm2_package_dir(home).parent.mkdir(parents=True)
+    smollm2_package_dir(home).symlink_to(smollm2_package_dir(default_home()))
+    started = time.monotonic()
+    target = prepare_builtin("smollm2-135m", managed_env, home=home)
+    draft = prepare_builtin("smollm2-135m-draft4l", managed_env, home=home)
+    first_seconds = time.monotonic() - started
+    print(f"conversion + draft: {first_seconds:.1f} s")
+    assert target.num_params == 134_515_008
+    assert target.vocab_size == 49_152
+    assert target.num_hidden_layers == 30
+    assert target.dtype == "bfloat16"
+    assert draft.num_hidden_layers == 4
+    assert draft.tokenizer_sha256 == target.tokenizer_sha256
+    assert (target.path / "model.safetensors").stat().st_size > 250_000_000
+    marker_mtime = (target.path / MODEL_MARKER).stat().st_mtime_ns
+
+    def no_subprocess(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("a prepared builtin must be reused without running Python")
+
+    monkeypatch.setattr(subprocess, "run", no_subprocess)
+    started = time.monotonic()
+    again = resolve_model("builtin:smollm2-135m", home=home, env=managed_env)
+    again_draft = resolve_model("builtin:smollm2-135m-draft4l", home=home, env=managed_env)
+    assert time.monotonic() - started < 1.0
+    assert (again.snapshot, again_draft.snapshot) == (target.snapshot, draft.snapshot)
+    assert (target.path / MODEL_MARKER).stat().st_mtime_ns == marker_mtime
+
+
+def test_real_probe_and_admission_refuse_fast(managed_env: EngineEnv) -> None:
+    caps = probe_vllm(managed_env)
+    assert caps.device_kind == "cpu"
+    target = resolve_model("builtin:smollm2-135m", env=managed_env)
+    refused = [
+        Candidate(name="eagle3", family="eagle", method="eagle3", num_speculative_tokens=3),
+        Candidate(name="mtp", family="mtp", num_speculative_tokens=1),
+        Candidate(name="dflash", family="dflash"),
+        Candidate(name="dspark", family="dspark"),
+        Candidate(name="ngram-gpu", family="ngram", method="ngram_gpu", num_speculative_tokens=4),
+    ]
+    started = time.monotonic()
+    results = {
+        c.name: admit(c.name, c.family, gather_admission_input(c, target, caps, env=managed_env)) for c in refused
+    }
+    assert time.monotonic() - started < 1.0
+    assert {name: (r.run_status, r.reason) for name, r in results.items()} == {
+        "eagle3": (RunStatus.ASSET_MISSING, "proposer_not_given"),
+        "mtp": (RunStatus.ASSET_MISSING, "no_native_mtp"),
+        "dflash": (RunStatus.ASSET_MISSING, "proposer_not_given"),
+        "dspark": (RunStatus.UNSUPPORTED, "requires_cuda"),
+        "ngram-gpu": (RunStatus.UNSUPPORTED, "requires_cuda"),
+    }
+    runnable = [
+        Candidate(name="ngram", family="ngram", num_speculative_tokens=4),
+        Candidate(name="draft4l", family="draft_model", proposer="builtin:smollm2-135m-draft4l"),
+    ]
+    for c in runnable:
+        result = admit(c.name, c.family, gather_admission_input(c, target, caps, env=managed_env))
+        assert result.run_status is RunStatus.RUNNABLE, result

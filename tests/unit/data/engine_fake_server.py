@@ -1,0 +1,100 @@
+"""A tiny stand-in server the ServerProcess tests control (stdlib only; accepts and ignores vLLM's flags).
+
+--mode ok       serve /health, /v1/models, /v1/chat/completions, /metrics (from --metrics-file), /env
+--mode exit     print a few lines (one with $FAKE_SECRET_TOKEN) and exit with code 3
+--mode never    listen, but /health answers 503 forever
+--child         also start a sleeping child process (in the same process group)
+--ignore-term   ignore SIGTERM (so only SIGKILL ends it)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--mode", default="ok", choices=["ok", "exit", "never"])
+    parser.add_argument("--served-model-name", default="fake-model")
+    parser.add_argument("--metrics-file", default=None)
+    parser.add_argument("--reply", default="Hello there.")
+    parser.add_argument("--child", action="store_true")
+    parser.add_argument("--ignore-term", action="store_true")
+    parser.add_argument("--ready-after", type=float, default=0.0)
+    args, _unknown = parser.parse_known_args()
+
+    if args.ignore_term:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if args.child:
+        subprocess.Popen([sys.executable, "-c", "import time\nwhile True: time.sleep(1)"])
+    print(f"fake server starting, argv={sys.argv[1:]}", flush=True)
+    if args.mode == "exit":
+        print(f"loading model failed; token in use: {os.environ.get('FAKE_SECRET_TOKEN', '')}", flush=True)
+        print("RuntimeError: fake failure for the test", flush=True)
+        return 3
+
+    ready_at = time.monotonic() + args.ready_after
+    api_key = os.environ.get("VLLM_API_KEY")
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *a: object) -> None:
+            pass
+
+        def _send(self, code: int, body: bytes, ctype: str = "application/json") -> None:
+            self.send_response(code)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def _authorised(self) -> bool:
+            if api_key and self.headers.get("Authorization") != f"Bearer {api_key}":
+                self._send(401, b'{"error": "unauthorised"}')
+                return False
+            return True
+
+        def do_GET(self) -> None:
+            if self.path == "/health":
+                ok = args.mode == "ok" and time.monotonic() >= ready_at
+                self._send(200 if ok else 503, b"")
+            elif self.path == "/v1/models":
+                if self._authorised():
+                    self._send(200, json.dumps({"data": [{"id": args.served_model_name}]}).encode())
+            elif self.path == "/metrics" and args.metrics_file:
+                with open(args.metrics_file, "rb") as fh:
+                    self._send(200, fh.read(), "text/plain")
+            elif self.path == "/env":
+                keys = ("TMPDIR", "VLLM_CACHE_ROOT", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "VLLM_NO_USAGE_STATS")
+                self._send(200, json.dumps({k: os.environ.get(k) for k in keys} | {"cwd": os.getcwd()}).encode())
+            else:
+                self._send(404, b"{}")
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length", "0"))
+            request = json.loads(self.rfile.read(length) or b"{}")
+            if self.path == "/v1/chat/completions" and self._authorised():
+                if request.get("model") != args.served_model_name:
+                    self._send(404, b'{"error": "no such model"}')
+                    return
+                body = {"choices": [{"index": 0, "message": {"role": "assistant", "content": args.reply}}]}
+                self._send(200, json.dumps(body).encode())
+            elif self.path != "/v1/chat/completions":
+                self._send(404, b"{}")
+
+    server = ThreadingHTTPServer((args.host, args.port), Handler)
+    print(f"listening on {args.host}:{args.port}", flush=True)
+    server.serve_forever()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,298 @@
+"""Admission gatherer: every reason of gates 2-5, from constructed probes and models, through `admit`."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_assets_files import tiny_llama
+
+from specselect.admission import EngineSettings, capacity_check, gather_admission, gather_admission_input
+from specselect.assets.memory import CPU_RUNTIME_OVERHEAD_MB, estimate_memory
+from specselect.assets.refs import ResolvedModel
+from specselect.core.admission import AdmissionResult, admit
+from specselect.core.status import RunStatus
+from specselect.engines.vllm.probe import DeviceInfo, EngineCapabilities
+from specselect.plan.candidates import Candidate
+
+METHODS = (
+    "ngram",
+    "medusa",
+    "mlp_speculator",
+    "draft_model",
+    "suffix",
+    "eagle",
+    "eagle3",
+    "deepseek_mtp",
+    "mtp",
+    "dflash",
+    "ngram_gpu",
+    "dspark",
+)
+
+
+@dataclass(frozen=True)
+class Cand:
+    name: str
+    family: str
+    method: str | None = None
+    enabled: bool = True
+    num_speculative_tokens: int | None = 4
+    proposer: str | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+    min_engine_version: str | None = None
+
+
+def caps(**changes: Any) -> EngineCapabilities:
+    values: dict[str, Any] = {
+        "engine_version": "0.32.0+cpu",
+        "python": "/envs/vllm/bin/python",
+        "device_kind": "cpu",
+        "devices": (DeviceInfo(name="host RAM", memory_mb=24_000),),
+        "memory_budget_mb": 22_000,
+        "memory_budget_basis": "test",
+        "spec_methods": METHODS,
+        "mtp_methods": ("deepseek_mtp", "mtp"),
+        "per_request_spec_metrics_flag": True,
+        "method_hardware": {"ngram_gpu": "cuda", "dspark": "cuda"},
+        "optional_modules": {"arctic_inference": False},
+        "versions": {},
+        "probed_in_s": 0.1,
+    }
+    values.update(changes)
+    return EngineCapabilities(**values)
+
+
+def model(**changes: Any) -> ResolvedModel:
+    values: dict[str, Any] = {
+        "ref": "org/target",
+        "path": Path("/models/target"),
+        "snapshot": "c" * 40,
+        "source": "hf_cache",
+        "config": {"model_type": "llama", "hidden_size": 8, "num_hidden_layers": 3, "vocab_size": 32},
+        "vocab_size": 32,
+        "tokenizer_sha256": "t" * 64,
+        "num_params": 135_000_000,
+        "num_params_source": "safetensors",
+        "weights_bytes": 270_000_000,
+        "has_native_mtp": False,
+        "architectures": ("LlamaForCausalLM",),
+        "model_type": "llama",
+        "num_hidden_layers": 3,
+        "hidden_size": 8,
+        "dtype": "bfloat16",
+    }
+    values.update(changes)
+    return ResolvedModel(**values)
+
+
+def decide(candidate: Cand, target: ResolvedModel | None = None, **kwargs: Any) -> AdmissionResult:
+    capabilities = kwargs.pop("capabilities", caps())
+    inp = gather_admission_input(candidate, target or model(), capabilities, **kwargs)
+    return admit(candidate.name, candidate.family, inp)
+
+
+def proposer_dir(tmp_path: Path, name: str, **config_changes: Any) -> str:
+    root = tiny_llama(tmp_path / name, layers=2)
+    config = json.loads((root / "config.json").read_text())
+    config.update(config_changes)
+    (root / "config.json").write_text(json.dumps(config))
+    return str(root)
+
+
+def test_disabled_candidate_is_skipped_without_any_lookup() -> None:
+    result = decide(Cand("off", "draft_model", enabled=False, proposer="/does/not/exist"))
+    assert (result.run_status, result.reason) == (RunStatus.SKIPPED, "disabled")
+
+
+@pytest.mark.parametrize(
+    ("candidate", "capabilities", "reason"),
+    [
+        (Cand("gpu-ngram", "ngram", method="ngram_gpu"), caps(), "requires_cuda"),
+        (Cand("ds", "dspark"), caps(), "requires_cuda"),
+        (Cand("lookahead", "ngram", method="lookahead"), caps(), "method_not_in_backend"),
+        (Cand("md", "medusa"), caps(spec_methods=("ngram",)), "method_not_in_backend"),
+        (Cand("new", "ngram", min_engine_version="0.33"), caps(), "engine_version_too_old"),
+        (Cand("sfx", "suffix"), caps(), "suffix_needs_arctic_inference"),
+    ],
+)
+def test_backend_gate_reasons(candidate: Cand, capabilities: EngineCapabilities, reason: str) -> None:
+    result = decide(candidate, capabilities=capabilities)
+    assert result.run_status is RunStatus.UNSUPPORTED
+    assert result.gate == "backend"
+    assert result.reason == reason
+    assert result.facts["backend.engine_version"] == "0.32.0+cpu"
+
+
+def test_backend_facts_and_passing_cases() -> None:
+    sfx = decide(Cand("sfx", "suffix"))
+    assert sfx.facts["backend.install_command"] == "/envs/vllm/bin/python -m pip install arctic-inference==0.1.1"
+    ok = decide(Cand("sfx", "suffix"), capabilities=caps(optional_modules={"arctic_inference": True}))
+    assert ok.run_status is RunStatus.RUNNABLE
+    assert decide(Cand("same", "ngram", min_engine_version="0.32.0")).run_status is RunStatus.RUNNABLE  # +cpu ignored
+    gpu = caps(
+        device_kind="cuda", devices=(DeviceInfo(name="A10G", memory_mb=23_000, index=0),), memory_budget_mb=23_000
+    )
+    assert decide(Cand("g", "ngram", method="ngram_gpu"), capabilities=gpu).run_status is RunStatus.RUNNABLE
+
+
+def test_engine_kind_and_probe_failure() -> None:
+    other = decide(Cand("n", "ngram"), settings=EngineSettings(kind="sglang"))
+    assert other.reason == "engine_kind_unsupported"
+    inp = gather_admission_input(Cand("n", "ngram"), model(), None, probe_error="engine probe failed (exit 1)")
+    failed = admit("n", "ngram", inp)
+    assert (failed.run_status, failed.reason) == (RunStatus.UNSUPPORTED, "backend_probe_failed")
+    assert failed.facts["backend.probe_error"] == "engine probe failed (exit 1)"
+
+
+@pytest.mark.parametrize(
+    ("candidate", "reason"),
+    [
+        (Cand("e3", "eagle", method="eagle3"), "proposer_not_given"),
+        (Cand("e", "eagle"), "proposer_not_given"),
+        (Cand("df", "dflash"), "proposer_not_given"),
+        (Cand("mtp", "mtp"), "no_native_mtp"),
+        (Cand("dm", "draft_model", proposer="/no/such/draft"), "proposer_not_found"),
+        (Cand("hub", "eagle", proposer="nobody/no-such-eagle-head"), "proposer_not_found"),
+    ],
+)
+def test_asset_gate_reasons(candidate: Cand, reason: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-hub"))
+    result = decide(candidate)
+    assert (result.run_status, result.gate, result.reason) == (RunStatus.ASSET_MISSING, "asset", reason)
+
+
+def test_native_mtp_and_target_shipped_dspark_pass_the_asset_gate() -> None:
+    mtp_target = model(has_native_mtp=True, model_type="deepseek_v3")
+    result = decide(Cand("mtp", "mtp"), mtp_target)
+    assert result.run_status is RunStatus.RUNNABLE
+    gpu = caps(device_kind="cuda", memory_budget_mb=80_000)
+    dspark_target = model(model_type="deepseek_v41")
+    assert decide(Cand("ds", "dspark"), dspark_target, capabilities=gpu).facts["asset.proposer_source"] == (
+        "target_checkpoint"
+    )
+
+
+def test_draft_model_resolves_and_records_the_proposer(tmp_path: Path) -> None:
+    draft = proposer_dir(tmp_path, "draft")
+    target = model(tokenizer_sha256=None)
+    gathered = gather_admission(Cand("dm", "draft_model", proposer=draft), target, caps(), home=tmp_path / "home")
+    result = admit("dm", "draft_model", gathered.input)
+    assert result.run_status is RunStatus.RUNNABLE
+    assert gathered.method == "draft_model"
+    assert gathered.proposer is not None
+    assert result.facts["asset.proposer_path"] == str(gathered.proposer.path)
+    assert result.facts["asset.proposer_source"] == "local_dir"
+
+
+def test_vocab_and_tokenizer_mismatch(tmp_path: Path) -> None:
+    other_vocab = proposer_dir(tmp_path, "v", vocab_size=64)
+    result = decide(Cand("dm", "draft_model", proposer=other_vocab))
+    assert (result.run_status, result.reason) == (RunStatus.INCOMPATIBLE, "vocab_size_mismatch")
+    assert result.facts["compatibility.proposer_vocab_size"] == 64
+    hetero = Cand("dm", "draft_model", proposer=other_vocab, options={"use_heterogeneous_vocab": True})
+    assert decide(hetero).run_status is RunStatus.RUNNABLE
+    same_vocab = proposer_dir(tmp_path, "t")
+    tok = decide(Cand("dm", "draft_model", proposer=same_vocab))  # target tokenizer hash is "ttt..."
+    assert (tok.run_status, tok.reason) == (RunStatus.INCOMPATIBLE, "tokenizer_mismatch")
+
+
+@pytest.mark.parametrize(
+    ("config", "mismatch"),
+    [
+        ({"architectures": ["Eagle3LlamaForCausalLM"], "hidden_size": 16}, "hidden_size"),
+        ({"architectures": ["Eagle3LlamaForCausalLM"], "target_hidden_size": 4096}, "hidden_size"),
+        ({"architectures": ["EagleLlamaForCausalLM"], "base_model_name_or_path": "org/other"}, "base_model"),
+        (
+            {"speculators_config": {"algorithm": "eagle3", "verifier": {"name_or_path": "x/y", "architectures": []}}},
+            "base_model",
+        ),
+        (
+            {"speculators_config": {"verifier": {"name_or_path": "org/target", "architectures": ["Qwen3ForCausalLM"]}}},
+            "architecture",
+        ),
+        (
+            {"architectures": ["Eagle3LlamaForCausalLM"], "eagle_aux_hidden_state_layer_ids": [1, 20]},
+            "target_layer_ids",
+        ),
+    ],
+)
+def test_paired_proposer_trained_for_another_target(tmp_path: Path, config: dict[str, Any], mismatch: str) -> None:
+    head = proposer_dir(tmp_path, "head", **config)
+    result = decide(Cand("e3", "eagle", method="eagle3", proposer=head))
+    assert (result.run_status, result.reason) == (RunStatus.INCOMPATIBLE, "proposer_target_mismatch")
+    assert result.facts["compatibility.mismatch"] == mismatch
+
+
+def test_eagle_generation_must_match_the_method(tmp_path: Path) -> None:
+    head = proposer_dir(tmp_path, "head", architectures=["Eagle3LlamaForCausalLM"], base_model="org/target")
+    wrong = decide(Cand("e", "eagle", proposer=head))
+    assert (wrong.run_status, wrong.reason) == (RunStatus.INCOMPATIBLE, "proposer_method_mismatch")
+    assert wrong.facts["compatibility.fix"] == "set method = 'eagle3'"
+    right = decide(Cand("e3", "eagle", method="eagle3", proposer=head))
+    assert right.run_status is RunStatus.RUNNABLE
+
+
+def test_memory_over_budget_and_its_facts() -> None:
+    huge = model(num_params=70_000_000_000)
+    result = decide(Cand("n", "ngram"), huge)
+    assert (result.run_status, result.reason) == (RunStatus.CAPACITY_BLOCKED, "memory_over_budget")
+    assert result.facts["capacity.estimated_memory_mb"] > result.facts["capacity.budget_mb"]
+    assert result.facts["capacity.kv_cache_source"] == "default"
+    fits = decide(Cand("n", "ngram"))
+    assert fits.run_status is RunStatus.RUNNABLE
+    expected = 135_000_000 * 2 / 2**20 + 4 * 1024 + CPU_RUNTIME_OVERHEAD_MB
+    assert fits.facts["capacity.estimated_memory_mb"] == pytest.approx(expected, abs=0.1)
+
+
+def test_kv_cache_setting_and_dtype_change_the_estimate(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("VLLM_CPU_KVCACHE_SPACE", raising=False)
+    settings = EngineSettings.from_engine_args((), dtype="float32", env={"VLLM_CPU_KVCACHE_SPACE": "2"})
+    result = decide(Cand("n", "ngram"), settings=settings)
+    assert result.facts["capacity.kv_cache_mb"] == 2048
+    assert result.facts["capacity.kv_cache_source"] == "VLLM_CPU_KVCACHE_SPACE"
+    assert result.facts["capacity.target_weights_mb"] == pytest.approx(135_000_000 * 4 / 2**20, abs=0.1)
+    blocked = decide(Cand("n", "ngram"), settings=EngineSettings(env={"VLLM_CPU_KVCACHE_SPACE": "40"}))
+    assert blocked.reason == "memory_over_budget"
+
+
+def test_gpu_estimate_splits_weights_across_devices() -> None:
+    target = model(num_params=40_000_000_000)  # 80 GB of bf16 weights
+    one = estimate_memory(target, None, device_kind="cuda", budget_mb=81_920)
+    assert one.fits is False
+    split = estimate_memory(target, None, device_kind="cuda", budget_mb=81_920, tensor_parallel_size=2)
+    assert split.fits is True
+    assert split.parallel_devices == 2
+    args = EngineSettings.from_engine_args(["--gpu-memory-utilization", "0.5", "--kv-cache-memory-bytes=1e9"])
+    assert (args.gpu_memory_utilization, args.kv_cache_memory_bytes) == (0.5, 1_000_000_000)
+
+
+def test_refusals_are_fast_with_real_plan_candidates() -> None:
+    candidates = [
+        Candidate(name="e3", family="EAGLE-3", method="eagle3"),
+        Candidate(name="mtp", family="mtp"),
+        Candidate(name="df", family="dflash"),
+        Candidate(name="ds", family="dspark"),
+        Candidate(name="gpu", family="ngram", method="ngram_gpu"),
+    ]
+    started = time.monotonic()
+    results = [admit(c.name, c.family, gather_admission_input(c, model(), caps())) for c in candidates]
+    assert time.monotonic() - started < 1.0
+    assert [r.run_status for r in results] == [
+        RunStatus.ASSET_MISSING,
+        RunStatus.ASSET_MISSING,
+        RunStatus.ASSET_MISSING,
+        RunStatus.UNSUPPORTED,
+        RunStatus.UNSUPPORTED,
+    ]
+
+
+def test_capacity_check_alone_serves_the_baseline() -> None:
+    assert capacity_check(model(), None, caps(), EngineSettings()).passed
+    blocked = capacity_check(model(num_params=70_000_000_000), None, caps(), EngineSettings())
+    assert blocked.reason == "memory_over_budget"

