@@ -1,0 +1,1 @@
+"""Local fake servers for tests and benchmarks (not part of the specselect package)."""
