@@ -14,9 +14,12 @@ $(BIN)/specselect: pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	@touch $@
 
+# A fresh label per invocation, so `make run` can be repeated; results land in results/<label>/.
+LABEL ?= cpu-smoke-$(shell date +%Y%m%d-%H%M%S)
+
 run: $(BIN)/specselect
-	$(BIN)/specselect validate builtin:cpu-smoke
-	$(BIN)/specselect plan show builtin:cpu-smoke
+	$(BIN)/specselect setup
+	$(BIN)/specselect run builtin:cpu-smoke --label $(LABEL)
 
 lint: $(BIN)/specselect
 	$(BIN)/ruff check src tests benchmarks

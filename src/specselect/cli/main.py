@@ -30,6 +30,9 @@ COMMAND_MODULES: tuple[str, ...] = (
     "specselect.cli.validate",
     "specselect.cli.plan",
     "specselect.cli.schema",
+    "specselect.cli.setup",
+    "specselect.cli.probe",
+    "specselect.cli.run",
 )
 """Each module defines `register(subparsers)`, which adds its sub-parser with `handler=<function(args) -> int>`."""
 

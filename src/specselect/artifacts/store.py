@@ -1,0 +1,81 @@
+"""Reading result documents back: schema-version checks, foreign directories refused with a clear message."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from specselect.artifacts.layout import RunLayout
+from specselect.artifacts.results import RESULTS_SCHEMA_VERSION, GroupResult, Manifest
+from specselect.errors import ResultsError
+from specselect.measure.types import RequestRecord
+
+__all__ = ["load_document", "load_group", "load_manifest", "load_records"]
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def load_document(path: Path, model: type[M]) -> M:
+    """Read one result document; ResultsError naming the file for anything that is not ours or not this version."""
+    try:
+        raw = json.loads(Path(path).read_bytes().decode("utf-8"))
+    except FileNotFoundError as exc:
+        raise ResultsError("missing result file", location=str(path), fix="run `specselect run` first") from exc
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ResultsError(f"not a readable JSON result file ({exc})", location=str(path)) from exc
+    if not isinstance(raw, dict) or raw.get("tool", "specselect") != "specselect" or "schema_version" not in raw:
+        raise ResultsError(
+            "not a specselect result file (no schema_version / tool)",
+            location=str(path),
+            fix="point at a directory written by `specselect run`",
+        )
+    version = raw.get("schema_version")
+    if version != RESULTS_SCHEMA_VERSION:
+        raise ResultsError(
+            f"schema_version {version!r} is not supported by this specselect (reads {RESULTS_SCHEMA_VERSION})",
+            location=str(path),
+            fix="use the specselect version that wrote it, or re-run the plan",
+        )
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise ResultsError(f"invalid result file: {where}: {first['msg']}", location=str(path)) from exc
+
+
+def load_manifest(layout: RunLayout) -> Manifest:
+    """The run's manifest (ResultsError when the directory is not a specselect run)."""
+    if not layout.manifest.exists():
+        raise ResultsError(
+            "no manifest.json: not a specselect results directory",
+            location=str(layout.root),
+            fix="give results/<label> of a run",
+        )
+    return load_document(layout.manifest, Manifest)
+
+
+def load_group(layout: RunLayout, group: str) -> GroupResult:
+    """One group's summary document."""
+    return load_document(layout.group_summary(group), GroupResult)
+
+
+def load_records(layout: RunLayout, group: str, scenario: str) -> list[RequestRecord]:
+    """The raw per-request records of one group and scenario (JSON Lines)."""
+    path = layout.records(group, scenario)
+    out: list[RequestRecord] = []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ResultsError(f"cannot read records ({exc})", location=str(path)) from exc
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            out.append(RequestRecord.model_validate_json(line))
+        except ValidationError as exc:
+            raise ResultsError(f"invalid record: {exc.errors()[0]['msg']}", location=f"{path}:{number}") from exc
+    return out

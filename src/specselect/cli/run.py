@@ -1,0 +1,85 @@
+"""`specselect run [PLAN]`: the main job -- preflight, admission, every group, evidence, hand-off."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+from specselect.engines.vllm.envsetup import default_home
+from specselect.report.console import admission_table, decision_table, groups_table
+from specselect.runner.progress import make_progress
+from specselect.runner.run import RunOptions, RunOutcome, run_plan
+
+__all__ = ["DEFAULT_PLAN", "register", "run", "summary_json"]
+
+DEFAULT_PLAN = "builtin:cpu-smoke"
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the `run` command."""
+    parser = subparsers.add_parser(
+        "run",
+        help="run a selection experiment (default: builtin:cpu-smoke on the bundled CPU model)",
+        description="Preflight, admission, then one server per group (baseline first), measured on identical "
+        "workloads; writes results/<label>/ and prints the decision table.",
+    )
+    parser.add_argument("plan", metavar="PLAN", nargs="?", default=DEFAULT_PLAN, help=f"default: {DEFAULT_PLAN}")
+    parser.add_argument("--label", help="results label (default: the plan's label)")
+    parser.add_argument("--results-dir", default="results", type=Path, help="default: ./results")
+    parser.add_argument("--resume", action="store_true", help="continue an interrupted or partly failed run")
+    parser.add_argument("--dry-run", action="store_true", help="preflight + admission only; start nothing")
+    out = parser.add_mutually_exclusive_group()
+    out.add_argument("--quiet", action="store_true", help="no progress output")
+    out.add_argument("--json", action="store_true", help="print the final summary as JSON on stdout")
+    parser.set_defaults(handler=run)
+
+
+def summary_json(outcome: RunOutcome) -> dict[str, object]:
+    """The final summary printed by --json: where the results are and what was decided."""
+    return {
+        "label": outcome.layout.root.name,
+        "results_dir": str(outcome.layout.root),
+        "plan_hash": outcome.loaded.plan_hash,
+        "admission": [
+            r.model_dump(mode="json", include={"candidate", "run_status", "reason"}) for r in outcome.admission.results
+        ],
+        "groups": [{"group": g.group, "run_status": g.run_status.value, "reason": g.reason} for g in outcome.groups],
+        "verdicts": outcome.evidence.verdicts if outcome.evidence else {},
+        "handoff": outcome.handoff.model_dump(mode="json") if outcome.handoff else None,
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the plan and print the tables (or JSON)."""
+    progress = make_progress(quiet=args.quiet, json_output=args.json)
+    opts = RunOptions(
+        plan_ref=args.plan,
+        results_dir=args.results_dir,
+        label=args.label,
+        resume=args.resume,
+        dry_run=args.dry_run,
+        home=default_home(),
+        command=("specselect", *sys.argv[1:]),
+    )
+    outcome = run_plan(opts, progress)
+    if args.json:
+        print(json.dumps(summary_json(outcome), indent=2))
+        return 0
+    if args.quiet:
+        return 0
+    console = Console()
+    console.print(admission_table(outcome.admission))
+    if args.dry_run:
+        console.print("dry run: nothing was started or written")
+        return 0
+    console.print(groups_table(outcome.groups))
+    if outcome.evidence is not None:
+        console.print(decision_table(outcome.evidence, outcome.groups))
+        for cand, verdict in outcome.evidence.verdicts.items():
+            console.print(f"  {cand}: {verdict}")
+    console.print(f"results: {outcome.layout.root}")
+    return 0

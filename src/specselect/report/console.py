@@ -1,0 +1,104 @@
+"""Terminal tables (rich): the admission matrix and the decision table. Renderers only read result documents."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.table import Table
+
+from specselect.artifacts.results import AdmissionFile, EvidenceFile, GroupResult, ScenarioEvidence
+
+__all__ = ["admission_table", "decision_rows", "decision_table", "fmt_ratio", "groups_table"]
+
+
+def fmt_ratio(value: float | None, digits: int = 2) -> str:
+    """`1.23x`, or `-` when missing."""
+    return "-" if value is None else f"{value:.{digits}f}x"
+
+
+def _speedup(entry: ScenarioEvidence) -> str:
+    point = entry.evidence.throughput_speedup
+    interval = entry.decision.confidence.interval
+    if point is None:
+        return "-"
+    if interval is None:
+        return fmt_ratio(point)
+    return f"{point:.2f}x [{interval.low:.2f}, {interval.high:.2f}]"
+
+
+def decision_rows(evidence: EvidenceFile, groups: Sequence[GroupResult]) -> list[list[str]]:
+    """One row per candidate x scenario: the same cells the terminal, Markdown and HTML tables show."""
+    status = {g.group: g.run_status.value for g in groups}
+    rows: list[list[str]] = []
+    for e in evidence.entries:
+        tel = e.telemetry
+        acceptance = "-"
+        if tel is not None and tel.acceptance_rate is not None:
+            acceptance = f"{tel.acceptance_rate:.2f} (len {tel.mean_acceptance_length:.2f})"
+        elif tel is not None and tel.source == "not_exported":
+            acceptance = "not exported"
+        rows.append(
+            [
+                e.candidate,
+                e.scenario,
+                status.get(e.candidate, "-"),
+                e.evidence.evidence_status.value,
+                e.decision.decision.value,
+                e.decision.reason,
+                _speedup(e),
+                fmt_ratio(e.evidence.ttft_ratio),
+                fmt_ratio(e.evidence.e2e_p95_ratio),
+                acceptance,
+                e.parity.verdict.value if e.parity else "-",
+            ]
+        )
+    return rows
+
+
+DECISION_COLUMNS = (
+    "group",
+    "scenario",
+    "run",
+    "evidence",
+    "decision",
+    "reason",
+    "speedup [95% CI]",
+    "TTFT p95",
+    "E2E p95",
+    "acceptance",
+    "parity",
+)
+
+
+def decision_table(evidence: EvidenceFile, groups: Sequence[GroupResult]) -> Table:
+    """The decision table: per candidate and scenario, the three answers and the evidence behind them."""
+    table = Table(title="Decisions (candidate vs g0_target_only)", title_justify="left")
+    for col in DECISION_COLUMNS:
+        table.add_column(col, overflow="fold")
+    colours = {"accept": "green", "tune": "yellow", "reject": "red", "not_evaluated": "dim"}
+    for row in decision_rows(evidence, groups):
+        decision = row[4]
+        table.add_row(*row[:4], f"[{colours.get(decision, 'white')}]{decision}[/]", *row[5:])
+    return table
+
+
+def admission_table(admission: AdmissionFile) -> Table:
+    """Every candidate with its admission status, the gate that decided and the reason."""
+    table = Table(title="Admission (before any server starts)", title_justify="left")
+    for col in ("candidate", "family", "status", "gate", "reason"):
+        table.add_column(col)
+    for r in admission.results:
+        table.add_row(r.candidate, r.family, r.run_status.value, r.gate, r.reason)
+    return table
+
+
+def groups_table(groups: Sequence[GroupResult]) -> Table:
+    """Per group: how it ended, start-up time and the log to read."""
+    table = Table(title="Groups", title_justify="left")
+    for col in ("group", "run_status", "reason", "startup", "scenarios", "log"):
+        table.add_column(col, overflow="fold")
+    for g in groups:
+        startup = f"{g.launch.startup_s:.1f} s" if g.launch and g.launch.startup_s is not None else "-"
+        done = sum(1 for s in g.scenarios if s.status == "completed")
+        table.add_row(g.group, g.run_status.value, g.reason, startup, str(done), g.log_path or "-")
+    return table

