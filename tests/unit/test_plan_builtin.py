@@ -25,7 +25,7 @@ def test_cpu_smoke_content() -> None:
     assert plan.engine.args == ("--enforce-eager",)
     assert plan.engine.env == {"VLLM_CPU_KVCACHE_SPACE": "2"}
     assert (plan.engine.host, plan.engine.port) == ("127.0.0.1", 0)
-    assert (plan.sampling.temperature, plan.sampling.max_tokens, plan.sampling.seed) == (0.0, 64, 0)
+    assert (plan.sampling.temperature, plan.sampling.max_tokens, plan.sampling.seed) == (0.0, 48, 0)
     assert (plan.run.concurrency, plan.run.warmup_requests, plan.run.repeats) == ((1,), 1, 2)
     assert plan.workloads == {"general": "builtin:general", "repetition": "builtin:repetition"}
     thresholds = plan.thresholds

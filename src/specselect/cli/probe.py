@@ -6,10 +6,8 @@ import argparse
 import json
 from pathlib import Path
 
-from rich.console import Console
-
 from specselect.engines.vllm.envsetup import default_home
-from specselect.report.console import admission_table
+from specselect.report.console import admission_table, make_console
 from specselect.runner.progress import make_progress
 from specselect.runner.run import probe_plan
 
@@ -41,5 +39,5 @@ def run(args: argparse.Namespace) -> int:
         }
         print(json.dumps(doc, indent=2))
         return 0
-    Console().print(admission_table(outcome.admission))
+    make_console().print(admission_table(outcome.admission))
     return 0

@@ -7,10 +7,8 @@ import json
 import sys
 from pathlib import Path
 
-from rich.console import Console
-
 from specselect.engines.vllm.envsetup import default_home
-from specselect.report.console import admission_table, decision_table, groups_table
+from specselect.report.console import admission_table, decision_table, groups_table, make_console
 from specselect.runner.progress import make_progress
 from specselect.runner.run import RunOptions, RunOutcome, run_plan
 
@@ -71,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.quiet:
         return 0
-    console = Console()
+    console = make_console()
     console.print(admission_table(outcome.admission))
     if args.dry_run:
         console.print("dry run: nothing was started or written")

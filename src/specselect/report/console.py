@@ -4,11 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from rich.console import Console
 from rich.table import Table
 
 from specselect.artifacts.results import AdmissionFile, EvidenceFile, GroupResult, ScenarioEvidence
 
-__all__ = ["admission_table", "decision_rows", "decision_table", "fmt_ratio", "groups_table"]
+__all__ = ["admission_table", "decision_rows", "decision_table", "fmt_ratio", "groups_table", "make_console"]
+
+
+def make_console() -> Console:
+    """A console for result tables: the terminal's width, or 200 columns when piped (CI logs, files)."""
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=200)
+    return console
 
 
 def fmt_ratio(value: float | None, digits: int = 2) -> str:
