@@ -7,9 +7,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from specselect.errors import WorkloadError
 from specselect.workloads import (
     Workload,
     WorkloadIdentity,
@@ -63,13 +65,26 @@ def test_hash_is_the_sha256_of_the_canonical_json(tmp_path: Path) -> None:
 
 
 @settings(max_examples=50, deadline=None)
-@given(text=st.text(min_size=1, max_size=40).filter(str.strip), index=st.integers(min_value=0), char=st.characters())
+@given(
+    text=st.text(st.characters(exclude_categories=("Cs",)), min_size=1, max_size=40).filter(str.strip),
+    index=st.integers(min_value=0),
+    char=st.characters(exclude_categories=("Cs",)),
+)
 def test_any_single_character_edit_changes_the_hash(text: str, index: int, char: str) -> None:
     pos = index % len(text)
     edited = text[:pos] + char + text[pos + 1 :]
     original = [WorkloadItem(id="x", prompt=text)]
     changed = [WorkloadItem(id="x", prompt=edited)]
     assert (content_sha256(original) == content_sha256(changed)) == (edited == text)
+
+
+def test_a_lone_surrogate_escape_is_refused_with_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "w.jsonl"
+    path.write_text('{"id": "a", "prompt": "ok"}\n{"id": "b", "prompt": "bad \\ud800 text"}\n')
+    with pytest.raises(WorkloadError) as err:
+        load_workload(str(path))
+    assert "w.jsonl:2" in str(err.value) + " ".join(err.value.problems)
+    assert "surrogate" in str(err.value) + " ".join(err.value.problems)
 
 
 def test_key_and_categories() -> None:

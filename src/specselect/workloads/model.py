@@ -2,11 +2,26 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
-__all__ = ["ChatMessage", "Workload", "WorkloadIdentity", "WorkloadItem"]
+__all__ = ["ChatMessage", "Text", "Workload", "WorkloadIdentity", "WorkloadItem"]
+
+
+def _encodable(value: str) -> str:
+    # JSON allows "\ud800"-style escapes that decode to lone surrogates: such text can be neither hashed nor sent.
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(
+            f"contains an unpaired UTF-16 surrogate at character {exc.start} (a \\uD800-\\uDFFF escape)"
+        ) from None
+    return value
+
+
+Text = Annotated[str, AfterValidator(_encodable)]
+"""A string that is valid Unicode text (encodable as UTF-8)."""
 
 
 class ChatMessage(BaseModel):
@@ -15,7 +30,7 @@ class ChatMessage(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     role: Literal["system", "user", "assistant"]
-    content: str
+    content: Text
 
 
 class WorkloadItem(BaseModel):
@@ -25,7 +40,7 @@ class WorkloadItem(BaseModel):
 
     id: str = Field(min_length=1)
     messages: tuple[ChatMessage, ...] | None = None
-    prompt: str | None = None
+    prompt: Text | None = None
     max_tokens: int | None = Field(default=None, gt=0)
     category: str | None = None
 

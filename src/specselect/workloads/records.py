@@ -104,6 +104,15 @@ class _Checker:
         if not value.strip():
             self.add(field, "must not be empty", "write the text")
             return None
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            self.add(
+                field,
+                f"contains an unpaired UTF-16 surrogate escape at character {exc.start}",
+                "escape characters outside the BMP as a surrogate pair, or write them as UTF-8",
+            )
+            return None
         return value
 
 
