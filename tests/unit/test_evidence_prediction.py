@@ -109,3 +109,21 @@ def test_missing_inputs_stay_null_never_inferred_from_latency() -> None:
     assert empty.predicted_decode_speedup is None
     assert empty.measured_decode_speedup is None
     assert set(empty.missing) == {"step_cost", "measured_decode_speedup"}
+
+
+def test_retrieval_proposers_count_plain_steps_without_a_draft() -> None:
+    # 10 requests x 11 decode tokens (completion 12) in 1.0 s each vs a baseline at 0.1 s per token;
+    # the server reports 10 drafts whose steps yield E = 3 tokens: 110 - 30 = 80 plain steps, 90 target steps.
+    pairs = []
+    for i in range(10):
+        base = RequestSample(item_id=f"i{i}", repeat=0, completion_tokens=12, e2e_s=1.2, decode_s=1.1, ttft_s=0.1)
+        cand = RequestSample(item_id=f"i{i}", repeat=0, completion_tokens=12, e2e_s=1.1, decode_s=1.0, ttft_s=0.1)
+        pairs.append(RequestPair(item_id=f"i{i}", repeat=0, baseline=base, candidate=cand))
+    prediction = predict_speedup(pairs, [1.0, 1.0], num_drafts=10)
+    assert prediction.step_cost is not None
+    assert prediction.step_cost.num_spec_steps == 10
+    assert prediction.step_cost.plain_steps == 80
+    assert prediction.tokens_per_target_step == pytest.approx(110 / 90)
+    relative = (10.0 / 90) / (11.0 / 110)
+    assert prediction.predicted_decode_speedup == pytest.approx((110 / 90) / relative)
+    assert prediction.measured_decode_speedup == pytest.approx(1.1)

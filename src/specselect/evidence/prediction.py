@@ -6,9 +6,13 @@ expected tokens per verification step is E = 1 + sum_i rate_i (the 1 is the targ
 with conditional rates q_i, rate_i = q_1 * ... * q_i. With one i.i.d. rate a over k positions,
 E = (1 - a^(k+1)) / (1 - a).
 
-predicted decode speedup = E / relative_step_cost, where relative_step_cost = (candidate decode time per
-speculative step) / (baseline decode time per token). Acceptance comes only from engine telemetry; when it
-is missing the prediction stays null — it is never inferred from latency.
+predicted decode speedup = E_all / relative_step_cost, where relative_step_cost = (candidate decode time per
+target step) / (baseline decode time per token). Retrieval proposers (n-gram, suffix) draft only when they find a
+match, so a run mixes drafting steps (E tokens each) with plain steps (1 token each): with the server's draft count
+and the candidate's decode tokens T, plain steps = T - drafts * E, and E_all = T / (drafts + plain steps) is the
+tokens per target step actually implied by the telemetry (E_all = E when every step drafts).
+Acceptance comes only from engine telemetry; when it is missing the prediction stays null -- it is never
+inferred from latency.
 """
 
 from __future__ import annotations
@@ -85,6 +89,8 @@ class StepCost(BaseModel):
     baseline_token_s: float
     relative_step_cost: float
     num_spec_steps: int
+    plain_steps: int = 0
+    """Target steps that carried no draft (retrieval proposers without a match)."""
     step_source: Literal["per_request_num_spec_steps", "num_drafts"]
     n_candidate_requests: int
     n_baseline_requests: int
@@ -98,11 +104,14 @@ def _finite(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def measure_step_cost(pairs: Sequence[RequestPair], *, num_drafts: int | None = None) -> StepCost | None:
-    """Candidate decode seconds per speculative step over baseline decode seconds per token; None if unknown.
+def measure_step_cost(
+    pairs: Sequence[RequestPair], *, num_drafts: int | None = None, tokens_per_draft_step: float | None = None
+) -> StepCost | None:
+    """Candidate decode seconds per target step over baseline decode seconds per token; None if unknown.
 
     Steps come from the per-request `num_spec_steps`, or from `num_drafts` (the server's draft counter delta
-    over exactly these requests) when given.
+    over exactly these requests) when given; with `tokens_per_draft_step` (E) the plain steps that carried no
+    draft are added: plain = candidate decode tokens - drafts * E.
     """
     base_time = base_tokens = 0.0
     n_base = 0
@@ -112,20 +121,25 @@ def measure_step_cost(pairs: Sequence[RequestPair], *, num_drafts: int | None = 
             base_tokens += rate[0]
             base_time += rate[1]
             n_base += 1
-    cand_time = 0.0
+    cand_time = cand_tokens = 0.0
     steps = n_cand = 0
     for pair in pairs:
         sample = pair.candidate
         if sample.decode_s is None or not _positive(sample.decode_s):
             continue
+        cand_tokens += max(0, (sample.completion_tokens or 0) - 1)
         if num_drafts is None:
             if sample.spec is None or not sample.spec.num_spec_steps or sample.spec.num_spec_steps <= 0:
                 continue
             steps += sample.spec.num_spec_steps
         cand_time += sample.decode_s
         n_cand += 1
+    plain = 0
     if num_drafts is not None:
         steps = num_drafts
+        if tokens_per_draft_step is not None and math.isfinite(tokens_per_draft_step):
+            plain = max(0, round(cand_tokens - num_drafts * tokens_per_draft_step))
+            steps += plain
     if n_base == 0 or n_cand == 0 or steps <= 0 or base_tokens <= 0:
         return None
     step_s, token_s = cand_time / steps, base_time / base_tokens
@@ -136,7 +150,8 @@ def measure_step_cost(pairs: Sequence[RequestPair], *, num_drafts: int | None = 
         candidate_step_s=step_s,
         baseline_token_s=token_s,
         relative_step_cost=relative,
-        num_spec_steps=steps,
+        num_spec_steps=steps - plain,
+        plain_steps=plain,
         step_source="per_request_num_spec_steps" if num_drafts is None else "num_drafts",
         n_candidate_requests=n_cand,
         n_baseline_requests=n_base,
@@ -167,6 +182,9 @@ class SpeedupPrediction(BaseModel):
     rate_kind: RateKind
     per_position_rates: tuple[float, ...] | None
     expected_tokens_per_step: float | None
+    """E: tokens per drafting step implied by the per-position acceptance rates."""
+    tokens_per_target_step: float | None = None
+    """E_all: E averaged with the plain (no-draft) steps; the ideal speedup if a step cost one decode step."""
     step_cost: StepCost | None
     predicted_decode_speedup: float | None
     measured_decode_speedup: float | None
@@ -175,7 +193,9 @@ class SpeedupPrediction(BaseModel):
     relative_gap: float | None
     """(measured - predicted) / predicted."""
     missing: tuple[str, ...] = ()
-    model: str = "E = 1 + sum_i P(first i accepted); predicted = E / relative_step_cost"
+    model: str = (
+        "E = 1 + sum_i P(first i accepted); E_all = T / (drafts + plain steps); predicted = E_all / relative_step_cost"
+    )
 
 
 def predict_speedup(
@@ -197,18 +217,23 @@ def predict_speedup(
             expected = expected_tokens_per_step(rates, rate_kind)
         except ValueError:
             missing.append("valid_per_position_acceptance_rates")
-    cost = measure_step_cost(pairs, num_drafts=num_drafts)
+    cost = measure_step_cost(pairs, num_drafts=num_drafts, tokens_per_draft_step=expected)
     if cost is None:
         missing.append("step_cost")
     measured = measured_decode_speedup(pairs)
     if measured is None:
         missing.append("measured_decode_speedup")
-    predicted = _finite(expected / cost.relative_step_cost) if expected is not None and cost is not None else None
+    per_target: float | None = None
+    if expected is not None and cost is not None:
+        drafting = cost.num_spec_steps
+        per_target = _finite((drafting * expected + cost.plain_steps) / (drafting + cost.plain_steps))
+    predicted = _finite(per_target / cost.relative_step_cost) if per_target is not None and cost is not None else None
     gap = _finite(measured - predicted) if measured is not None and predicted is not None else None
     return SpeedupPrediction(
         rate_kind=rate_kind,
         per_position_rates=rates,
         expected_tokens_per_step=expected,
+        tokens_per_target_step=per_target,
         step_cost=cost,
         predicted_decode_speedup=predicted,
         measured_decode_speedup=measured,
