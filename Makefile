@@ -31,8 +31,11 @@ typecheck: $(BIN)/specselect
 unit: $(BIN)/specselect
 	$(BIN)/pytest tests/unit -q
 
+# Fast tiers first; `specselect setup` installs the engine + models (a no-op when present) before the tiers
+# that start real vLLM servers.
 test: lint typecheck
-	$(BIN)/pytest -q
+	$(BIN)/specselect setup --quiet
+	$(BIN)/pytest -q tests/unit tests/integration tests/e2e
 
 clean-venv:
 	rm -rf $(VENV)
