@@ -41,9 +41,9 @@ def test_default_plan_end_to_end(tmp_path: Path) -> None:
     manifest = load_document(layout.manifest, Manifest)
     assert manifest.status == "complete"
     status = {g.name: (g.run_status.value, g.reason) for g in manifest.groups}
-    assert status["g0_target_only"][0] == "completed"
-    assert status["g1_ngram"][0] == "completed"
-    assert status["g6_draft_model"][0] == "completed"
+    for name in ("g0_target_only", "g1_ngram", "g6_draft_model"):
+        group = load_document(layout.group_summary(name), GroupResult)
+        assert status[name][0] == "completed", f"{name}: {group.reason}: {group.hint}\n{group.log_tail}"
     for name in ("g2_mtp", "g3_eagle3", "g4_dflash", "g5_dspark"):
         assert status[name][0] in {"asset_missing", "unsupported", "incompatible"}, status[name]
     assert status["g7_suffix"] == ("unsupported", "suffix_needs_arctic_inference")
