@@ -1,0 +1,290 @@
+"""Report what an installed SGLang can do, WITHOUT importing sglang (or torch).
+
+Runs INSIDE the engine environment (stand-alone: standard library only, no specselect imports) and
+prints one JSON object. Everything is read from package metadata and the installed source files with
+`ast`, because `import sglang.srt.server_args` pulls in torch and may initialise devices.
+
+SGLang has declared its speculative algorithms in three ways over its history, all handled here:
+- argparse era: `parser.add_argument("--speculative-algorithm", choices=[...])` in `srt/server_args.py`;
+- registry era: no `choices`; the accepted names are the members of `SpeculativeAlgorithm` in
+  `srt/speculative/spec_info.py` (an Enum, or `register_speculative_algorithm("EAGLE", aliases=...)`
+  calls), with `NEXTN` rewritten to `EAGLE` by the server-argument code;
+- annotated-dataclass era: flags are `ServerArgs` fields declared as `name: A[type, ...]` (the flag is
+  the field name with dashes), possibly split into `srt/arg_groups/*.py`.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.machinery
+import importlib.util
+import json
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import NamedTuple
+
+__all__ = ["ArgSource", "main", "parse_arg_source", "probe", "registry_algorithms"]
+
+_DISTS = ("sglang", "sgl-kernel", "torch", "transformers", "flashinfer-python")
+_ALGORITHM_FLAG = "--speculative-algorithm"
+_ALGORITHM_FIELD = "speculative_algorithm"
+_ANNOTATED = frozenset({"A", "Annotated"})
+_REGISTER_CALLS = frozenset({"register", "register_speculative_algorithm"})
+_NEXTN = "NEXTN"
+_ENDPOINTS = ("/server_info", "/get_server_info", "/health", "/health_generate", "/metrics")
+_LITERAL_WRAPPERS = frozenset({"list", "tuple", "sorted", "set", "frozenset"})
+
+
+def _strings(node: ast.expr, constants: dict[str, ast.expr], depth: int = 0) -> list[str] | None:
+    """The strings of a list/tuple/set literal (None members skipped), following module constants."""
+    if depth > 4:
+        return None
+    if isinstance(node, ast.List | ast.Tuple | ast.Set):
+        out: list[str] = []
+        for element in node.elts:
+            if not isinstance(element, ast.Constant):
+                return None
+            if isinstance(element.value, str):
+                out.append(element.value)
+            elif element.value is not None:
+                return None
+        return out
+    if isinstance(node, ast.Name) and node.id in constants:
+        return _strings(constants[node.id], constants, depth + 1)
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in _LITERAL_WRAPPERS
+        and len(node.args) == 1
+    ):
+        return _strings(node.args[0], constants, depth + 1)
+    return None
+
+
+def _module_constants(tree: ast.Module) -> dict[str, ast.expr]:
+    constants: dict[str, ast.expr] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            constants[node.targets[0].id] = node.value
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+            constants[node.target.id] = node.value
+    return constants
+
+
+def _call_name(node: ast.Call) -> str:
+    func = node.func
+    if isinstance(func, ast.Name):
+        return func.id
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return ""
+
+
+def _keyword(node: ast.Call, name: str) -> ast.expr | None:
+    return next((kw.value for kw in node.keywords if kw.arg == name), None)
+
+
+def _is_annotated(annotation: ast.expr) -> bool:
+    return (
+        isinstance(annotation, ast.Subscript)
+        and isinstance(annotation.value, ast.Name | ast.Attribute)
+        and (annotation.value.id if isinstance(annotation.value, ast.Name) else annotation.value.attr) in _ANNOTATED
+    )
+
+
+class ArgSource(NamedTuple):
+    """What one server-argument source file declares."""
+
+    flags: list[str]
+    """Every `--flag` declared (argparse names, annotated dataclass fields, aliases)."""
+    declared: bool
+    """Whether `--speculative-algorithm` is declared here."""
+    choices: list[str] | None
+    """Its literal choices; None when it has none or they are computed at run time."""
+    nextn_alias: bool
+    """Whether the string "NEXTN" appears (the code rewrites that alias to EAGLE)."""
+
+
+def parse_arg_source(source: str) -> ArgSource:
+    """Flags, and the `--speculative-algorithm` declaration, of one server-argument source file."""
+    tree = ast.parse(source)
+    constants = _module_constants(tree)
+    flags: set[str] = set()
+    declared = False
+    choices: list[str] | None = None
+    nextn = False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and node.value == _NEXTN:
+            nextn = True
+        elif isinstance(node, ast.Call):
+            names = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+            option_names = [n for n in names if n.startswith("--")]
+            flags.update(option_names)
+            aliases = _keyword(node, "aliases")
+            if aliases is not None:
+                flags.update(s for s in (_strings(aliases, constants) or []) if s.startswith("--"))
+            if _ALGORITHM_FLAG in option_names:
+                declared = True
+                found = _keyword(node, "choices")
+                if found is not None:
+                    choices = _strings(found, constants)
+        elif isinstance(node, ast.ClassDef):
+            for item in node.body:
+                if not (isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)):
+                    continue
+                if item.target.id.startswith("_") or not _is_annotated(item.annotation):
+                    continue
+                flags.add("--" + item.target.id.replace("_", "-"))
+                if item.target.id == _ALGORITHM_FIELD:
+                    declared = True
+                    for sub in ast.walk(item.annotation):
+                        found = _keyword(sub, "choices") if isinstance(sub, ast.Call) else None
+                        if found is not None:
+                            choices = _strings(found, constants)
+    return ArgSource(flags=sorted(flags), declared=declared, choices=choices, nextn_alias=nextn)
+
+
+def registry_algorithms(source: str) -> list[str]:
+    """Algorithm names declared in `spec_info.py`: enum members and `register...("NAME", aliases=...)` calls."""
+    tree = ast.parse(source)
+    names: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name == "SpeculativeAlgorithm":
+            for item in node.body:
+                if isinstance(item, ast.Assign) and len(item.targets) == 1 and isinstance(item.targets[0], ast.Name):
+                    target = item.targets[0].id
+                    value = item.value
+                    enum_like = (isinstance(value, ast.Call) and _call_name(value) == "auto") or (
+                        isinstance(value, ast.Constant) and isinstance(value.value, int)
+                    )
+                    if target.isupper() and enum_like:
+                        names.append(target)
+        elif isinstance(node, ast.Call) and _call_name(node) in _REGISTER_CALLS and node.args:
+            first = node.args[0]
+            if isinstance(first, ast.Constant) and isinstance(first.value, str) and first.value.isupper():
+                names.append(first.value)
+                aliases = _keyword(node, "aliases")
+                if aliases is not None:
+                    names.extend(s.upper() for s in (_strings(aliases, {}) or []))
+    return [n for n in dict.fromkeys(names) if n != "NONE"]
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return ""
+
+
+def _version(dist: str, paths: Sequence[str] | None) -> str | None:
+    if paths is None:
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            return None
+    wanted = dist.lower().replace("_", "-")
+    for found in metadata.distributions(path=list(paths)):
+        name = (found.metadata["Name"] or "").lower().replace("_", "-")
+        if name == wanted:
+            return found.version
+    return None
+
+
+def _find_package(paths: Sequence[str] | None) -> Path | None:
+    # A top-level find_spec locates the package without executing sglang/__init__.py.
+    if paths is None:
+        spec = importlib.util.find_spec("sglang")
+    else:
+        spec = importlib.machinery.PathFinder.find_spec("sglang", list(paths))
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def _endpoints(http_server: str) -> list[str]:
+    if not http_server:
+        return []
+    try:
+        tree = ast.parse(http_server)
+    except SyntaxError:
+        return []
+    strings = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+    return [e for e in _ENDPOINTS if e in strings]
+
+
+def _arg_sources(srt: Path) -> Iterable[Path]:
+    yield srt / "server_args.py"
+    groups = srt / "arg_groups"
+    if groups.is_dir():
+        yield from sorted(groups.glob("*.py"))
+
+
+def probe(paths: Sequence[str] | None = None) -> dict[str, object]:
+    """Collect the facts of the SGLang installed for this interpreter (or on `paths`, for tests)."""
+    started = time.monotonic()
+    out: dict[str, object] = {
+        "python_version": ".".join(str(part) for part in sys.version_info[:3]),
+        "prefix": sys.prefix,
+        "versions": {dist: _version(dist, paths) for dist in _DISTS},
+    }
+    package = _find_package(paths)
+    if package is None:
+        out["error"] = "sglang is not installed in this environment"
+        return out
+    out["sglang_dir"] = str(package)
+    srt = package / "srt"
+    server_args = srt / "server_args.py"
+    if not _read(server_args):
+        out["error"] = f"cannot read {server_args}"
+        return out
+    flags: set[str] = set()
+    declared = False
+    choices: list[str] | None = None
+    nextn = False
+    for path in _arg_sources(srt):
+        source = _read(path)
+        if not source:
+            continue
+        try:
+            parsed = parse_arg_source(source)
+        except SyntaxError as exc:
+            out["error"] = f"cannot parse {path}: {exc}"
+            return out
+        flags.update(parsed.flags)
+        declared = declared or parsed.declared
+        choices = choices if choices is not None else parsed.choices
+        nextn = nextn or parsed.nextn_alias
+    if choices is not None:
+        algorithms, source_kind = [c.upper() for c in choices], "argparse_choices"
+    elif declared:
+        spec_info = srt / "speculative" / "spec_info.py"
+        try:
+            algorithms = registry_algorithms(_read(spec_info)) if spec_info.exists() else []
+        except SyntaxError as exc:
+            out["error"] = f"cannot parse {spec_info}: {exc}"
+            return out
+        if nextn and _NEXTN not in algorithms:
+            algorithms.append(_NEXTN)
+        source_kind = "registry"
+    else:
+        algorithms, source_kind = [], "none"
+    out["algorithms"] = list(dict.fromkeys(algorithms))
+    out["algorithm_source"] = source_kind
+    out["flags"] = sorted(flags)
+    out["server_endpoints"] = _endpoints(_read(srt / "entrypoints" / "http_server.py"))
+    out["seconds"] = round(time.monotonic() - started, 4)
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Print the probe as one JSON line (extra arguments: directories to search instead of sys.path)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    print(json.dumps(probe(args or None)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,156 @@
+"""The exact argv of an SGLang server (`python -m sglang.launch_server`) for a launch spec.
+
+Flag names are SGLang's own (`ServerArgs` fields with dashes): `--model-path`, `--served-model-name`,
+`--host`, `--port`, `--dtype`, `--context-length`, `--tp-size`, `--pp-size`, `--dp-size`,
+`--enable-metrics` (for the `sglang:*` counters acceptance is read from), the `--speculative-*` flags
+of the candidate (see `specargs`), `--disable-radix-cache` for the "disabled" prefix-cache policy and
+`--api-key`. SGLang reads its API key from argv only: the recorded command and every log tail show it
+as `***` (`engines.redaction`), and `SglangEngine` scrubs it from the server log when the server stops.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from specselect.engines.base import LaunchSpec
+from specselect.engines.sglang.specargs import sglang_flag
+from specselect.errors import ConfigError
+
+__all__ = ["SGLANG_SERVER_MODULE", "build_sglang_argv", "speculative_argv"]
+
+SGLANG_SERVER_MODULE = "sglang.launch_server"
+"""Run with `python -m` (the `sglang serve` script is newer and absent from older releases)."""
+
+_SECRET_FLAGS = frozenset({"--api-key"})
+# Owned by specselect (with SGLang's aliases of them), even when a launch does not emit them.
+_RESERVED_FLAGS = frozenset(
+    {
+        "--model-path",
+        "--model",
+        "--served-model-name",
+        "--host",
+        "--port",
+        "--dtype",
+        "--context-length",
+        "--tp-size",
+        "--tp",
+        "--tensor-parallel-size",
+        "--pp-size",
+        "--pipeline-parallel-size",
+        "--dp-size",
+        "--dp",
+        "--data-parallel-size",
+        "--enable-metrics",
+    }
+)
+_SPECULATIVE_PREFIX = "--speculative-"
+
+
+def _flag_name(arg: str) -> str:
+    return arg.split("=", 1)[0] if arg.startswith("--") else ""
+
+
+def speculative_argv(args: Mapping[str, Any]) -> list[str]:
+    """The `--speculative-*` flags of a speculative-arguments object (True -> bare flag, False/None -> absent)."""
+    out: list[str] = []
+    for key, value in args.items():
+        if not key.startswith("speculative_"):
+            raise ConfigError(
+                f"{key!r} is not an SGLang speculative argument",
+                location="speculative_config",
+                fix="build it with specselect.engines.sglang.specargs.build_sglang_speculative_args",
+            )
+        if value is None or value is False:
+            continue
+        out.append(sglang_flag(key))
+        if value is not True:
+            out.append(str(value))
+    return out
+
+
+def _check_engine_args(spec: LaunchSpec, ours: frozenset[str]) -> None:
+    for extra in spec.engine_args:
+        flag = _flag_name(extra)
+        where = f"groups.{spec.group}.engine_args"
+        if flag in _SECRET_FLAGS:
+            raise ConfigError(
+                f"{flag} must not be written into engine args",
+                location=where,
+                fix="put the key in an environment variable and name it in api_key_env",
+            )
+        if flag.startswith(_SPECULATIVE_PREFIX):
+            raise ConfigError(
+                f"{flag} is set by specselect from the candidate and cannot be given in engine args",
+                location=where,
+                fix="use the candidate's family, method, num_speculative_tokens, proposer and options",
+            )
+        if flag in ours or (flag == "--disable-radix-cache" and spec.disable_prefix_caching):
+            raise ConfigError(
+                f"{flag} is set by specselect from the plan and cannot be repeated in engine args",
+                location=where,
+                fix=f"remove {flag} from engine_args and set the plan field instead",
+            )
+
+
+def build_sglang_argv(
+    spec: LaunchSpec,
+    port: int,
+    *,
+    python: str | Path | None = None,
+    command: Sequence[str] | None = None,
+    api_key: str | None = None,
+    enable_metrics: bool = True,
+) -> list[str]:
+    """`[python, -m, sglang.launch_server, ...flags, ...engine_args]` (or `command` as the head).
+
+    `spec.speculative_config` is SGLang's speculative-arguments object (`build_sglang_speculative_args`).
+    Parallel sizes become `--tp-size` (always), `--pp-size` / `--dp-size` (when above 1); a distributed
+    executor backend is vLLM's and is refused. `per_request_spec_metrics` has no SGLang flag and is ignored.
+    """
+    if command:
+        head = [str(part) for part in command]
+    elif python is not None:
+        head = [str(python), "-m", SGLANG_SERVER_MODULE]
+    else:
+        raise ConfigError(
+            "no python and no command to start SGLang with",
+            location="engine",
+            fix="give the python of the environment with sglang, or a command prefix",
+        )
+    if spec.distributed_executor_backend:
+        raise ConfigError(
+            f"distributed_executor_backend {spec.distributed_executor_backend!r} is a vLLM setting",
+            location="engine.distributed_executor_backend",
+            fix="remove it: SGLang starts its own tensor/pipeline/data parallel workers on one node",
+        )
+    args: list[str] = [
+        "--model-path",
+        str(spec.model_path),
+        "--served-model-name",
+        spec.served_model_name,
+        "--host",
+        spec.host,
+        "--port",
+        str(port),
+        "--dtype",
+        spec.dtype,
+    ]
+    if spec.max_model_len is not None:
+        args += ["--context-length", str(spec.max_model_len)]
+    args += ["--tp-size", str(spec.tensor_parallel_size)]
+    if spec.pipeline_parallel_size > 1:
+        args += ["--pp-size", str(spec.pipeline_parallel_size)]
+    if spec.data_parallel_size > 1:
+        args += ["--dp-size", str(spec.data_parallel_size)]
+    if enable_metrics:
+        args.append("--enable-metrics")
+    if spec.speculative_config is not None:
+        args += speculative_argv(spec.speculative_config)
+    if spec.disable_prefix_caching:
+        args.append("--disable-radix-cache")
+    _check_engine_args(spec, _RESERVED_FLAGS | {a for a in args if a.startswith("--")})
+    if api_key:
+        args += ["--api-key", api_key]
+    return head + args + list(spec.engine_args)

@@ -1,0 +1,403 @@
+"""SGLang command lines per algorithm, and SglangEngine's life cycle against the stand-in server.
+
+The stand-in (data/sglang_fake_launch_server.py) is installed as `sglang/launch_server.py` of a fake
+package, so `python -m sglang.launch_server` runs exactly as it would with SGLang installed.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from specselect.engines.base import Engine, LaunchSpec
+from specselect.engines.localnet import local_request
+from specselect.engines.registry import get_engine, known_engine_kinds
+from specselect.engines.sglang.engine import SglangEngine
+from specselect.engines.sglang.launch import SGLANG_SERVER_MODULE, build_sglang_argv, speculative_argv
+from specselect.engines.sglang.probe import LAUNCH_FLAGS, SglangCapabilities
+from specselect.engines.sglang.serverinfo import ServerInfoSnapshot
+from specselect.engines.sglang.specargs import build_sglang_speculative_args
+from specselect.errors import ConfigError, ProtocolError
+
+DATA = Path(__file__).parent / "data"
+PY = "/envs/sglang/bin/python"
+HEAD = [PY, "-m", SGLANG_SERVER_MODULE]
+BASE = [
+    "--model-path",
+    "/models/llama",
+    "--served-model-name",
+    "llama",
+    "--host",
+    "127.0.0.1",
+    "--port",
+    "30001",
+    "--dtype",
+    "bfloat16",
+    "--context-length",
+    "4096",
+    "--tp-size",
+    "1",
+    "--enable-metrics",
+]
+
+
+def _load_fake() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("sglang_fake_install", DATA / "sglang_fake_install.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+FAKE = _load_fake()
+
+
+def spec(tmp_path: Path, **kw: Any) -> LaunchSpec:
+    fields: dict[str, Any] = {
+        "group": "c1",
+        "model_path": Path("/models/llama"),
+        "served_model_name": "llama",
+        "dtype": "bfloat16",
+        "max_model_len": 4096,
+        "log_path": tmp_path / "g.log",
+        "run_dir": tmp_path / "run",
+    }
+    fields.update(kw)
+    return LaunchSpec(**fields)
+
+
+def candidate(
+    tmp_path: Path, family: str, method: str | None, k: int | None, proposer: str | None, **kw: Any
+) -> list[str]:
+    config = build_sglang_speculative_args(family, method, k, proposer, kw, target_path="/models/llama")
+    return build_sglang_argv(spec(tmp_path, speculative_config=config), 30001, python=PY)
+
+
+def test_target_only_argv_is_exact(tmp_path: Path) -> None:
+    assert build_sglang_argv(spec(tmp_path), 30001, python=PY) == HEAD + BASE
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        (
+            "eagle",
+            None,
+            3,
+            "/models/eagle",
+            {},
+            [
+                "--speculative-algorithm",
+                "EAGLE",
+                "--speculative-draft-model-path",
+                "/models/eagle",
+                "--speculative-num-steps",
+                "3",
+                "--speculative-eagle-topk",
+                "1",
+                "--speculative-num-draft-tokens",
+                "4",
+            ],
+        ),
+        (
+            "eagle",
+            "eagle3",
+            5,
+            "/models/eagle3",
+            {"eagle_topk": 8, "num_steps": 3},
+            [
+                "--speculative-algorithm",
+                "EAGLE3",
+                "--speculative-draft-model-path",
+                "/models/eagle3",
+                "--speculative-num-steps",
+                "3",
+                "--speculative-eagle-topk",
+                "8",
+                "--speculative-num-draft-tokens",
+                "6",
+            ],
+        ),
+        (
+            "mtp",
+            None,
+            2,
+            None,
+            {},
+            [
+                "--speculative-algorithm",
+                "NEXTN",
+                "--speculative-draft-model-path",
+                "/models/llama",
+                "--speculative-num-steps",
+                "2",
+                "--speculative-eagle-topk",
+                "1",
+                "--speculative-num-draft-tokens",
+                "3",
+            ],
+        ),
+        (
+            "draft_model",
+            None,
+            4,
+            "/models/draft",
+            {"accept_threshold_single": 0.5},
+            [
+                "--speculative-algorithm",
+                "STANDALONE",
+                "--speculative-draft-model-path",
+                "/models/draft",
+                "--speculative-num-steps",
+                "4",
+                "--speculative-eagle-topk",
+                "1",
+                "--speculative-num-draft-tokens",
+                "5",
+                "--speculative-accept-threshold-single",
+                "0.5",
+            ],
+        ),
+        (
+            "ngram",
+            None,
+            7,
+            None,
+            {"ngram_min_match_window_size": 1, "ngram_max_match_window_size": 12, "ngram_match_type": "BFS"},
+            [
+                "--speculative-algorithm",
+                "NGRAM",
+                "--speculative-num-draft-tokens",
+                "8",
+                "--speculative-ngram-min-match-window-size",
+                "1",
+                "--speculative-ngram-max-match-window-size",
+                "12",
+                "--speculative-ngram-match-type",
+                "BFS",
+            ],
+        ),
+        (
+            "dflash",
+            None,
+            15,
+            "/models/dflash",
+            {},
+            [
+                "--speculative-algorithm",
+                "DFLASH",
+                "--speculative-draft-model-path",
+                "/models/dflash",
+                "--speculative-num-draft-tokens",
+                "16",
+            ],
+        ),
+    ],
+)
+def test_exact_argv_per_algorithm(tmp_path: Path, case: tuple[Any, ...]) -> None:
+    family, method, k, proposer, options, tail = case
+    assert candidate(tmp_path, family, method, k, proposer, **options) == HEAD + BASE + tail
+
+
+def test_parallel_sizes_radix_cache_api_key_and_user_args(tmp_path: Path) -> None:
+    launch = spec(
+        tmp_path,
+        tensor_parallel_size=4,
+        pipeline_parallel_size=2,
+        data_parallel_size=2,
+        disable_prefix_caching=True,
+        max_model_len=None,
+        engine_args=("--mem-fraction-static", "0.8", "--trust-remote-code"),
+    )
+    argv = build_sglang_argv(launch, 30001, command=["sglang-wrapper", "serve"], api_key="sk-test-123")
+    assert argv == [
+        "sglang-wrapper",
+        "serve",
+        *BASE[:10],
+        "--tp-size",
+        "4",
+        "--pp-size",
+        "2",
+        "--dp-size",
+        "2",
+        "--enable-metrics",
+        "--disable-radix-cache",
+        "--api-key",
+        "sk-test-123",
+        "--mem-fraction-static",
+        "0.8",
+        "--trust-remote-code",
+    ]
+    assert "--enable-metrics" not in build_sglang_argv(spec(tmp_path), 1, python=PY, enable_metrics=False)
+
+
+@pytest.mark.parametrize(
+    ("extra", "match"),
+    [
+        (("--api-key", "k"), "must not be written"),
+        (("--api-key=k",), "must not be written"),
+        (("--speculative-num-steps", "3"), "set by specselect from the candidate"),
+        (("--tp", "2"), "cannot be repeated"),
+        (("--model", "/other"), "cannot be repeated"),
+        (("--port=9",), "cannot be repeated"),
+        (("--enable-metrics",), "cannot be repeated"),
+    ],
+)
+def test_engine_args_cannot_override_plan_fields(tmp_path: Path, extra: tuple[str, ...], match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        build_sglang_argv(spec(tmp_path, engine_args=extra), 1, python=PY)
+    with pytest.raises(ConfigError, match="cannot be repeated"):
+        build_sglang_argv(
+            spec(tmp_path, disable_prefix_caching=True, engine_args=("--disable-radix-cache",)), 1, python=PY
+        )
+
+
+def test_vllm_only_settings_and_missing_head(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="vLLM setting"):
+        build_sglang_argv(spec(tmp_path, distributed_executor_backend="ray"), 1, python=PY)
+    with pytest.raises(ConfigError, match="no python and no command"):
+        build_sglang_argv(spec(tmp_path), 1)
+    with pytest.raises(ConfigError, match="not an SGLang speculative argument"):
+        speculative_argv({"method": "eagle"})
+    assert speculative_argv({"speculative_flag_on": True, "speculative_flag_off": False}) == ["--speculative-flag-on"]
+    # vLLM's per-request metrics flag has no SGLang counterpart: ignored, never passed.
+    assert build_sglang_argv(spec(tmp_path, per_request_spec_metrics=True), 30001, python=PY) == HEAD + BASE
+
+
+def test_registry_builds_the_sglang_engine() -> None:
+    assert "sglang" in known_engine_kinds()
+    engine = get_engine("sglang")(python=PY)
+    assert isinstance(engine, SglangEngine) and isinstance(engine, Engine) and engine.kind == "sglang"
+
+
+def _caps(**launch_flags: bool) -> SglangCapabilities:
+    return SglangCapabilities(
+        engine_version="0.4.3",
+        python=PY,
+        device_kind="cuda",
+        devices=(),
+        memory_budget_mb=1,
+        memory_budget_basis="test",
+        spec_methods=("eagle",),
+        method_hardware={"eagle": "cuda"},
+        versions={"sglang": "0.4.3"},
+        speculative_algorithms=("EAGLE",),
+        algorithm_source="argparse_choices",
+        speculative_flags=("--speculative-algorithm", "--speculative-num-steps"),
+        launch_flags={flag: launch_flags.get(flag.strip("-").replace("-", "_"), True) for flag in LAUNCH_FLAGS},
+        server_endpoints=("/get_server_info",),
+        probed_in_s=0.0,
+    )
+
+
+def test_probed_capabilities_check_arguments_before_launch(tmp_path: Path) -> None:
+    engine = SglangEngine(PY, caps=_caps(pp_size=False, enable_metrics=False))
+    with pytest.raises(ConfigError, match="does not accept --speculative-algorithm NGRAM"):
+        engine.speculative_config("ngram", None, 4, None)
+    with pytest.raises(ConfigError, match="no --speculative-eagle-topk"):
+        engine.speculative_config("eagle", None, 4, "/d", {"eagle_topk": 2, "num_steps": 2})
+    with pytest.raises(ConfigError, match="does not declare --pp-size"):
+        engine.launch(spec(tmp_path, pipeline_parallel_size=2))
+    assert "--enable-metrics" not in engine.argv(spec(tmp_path), 1)
+
+
+# -- life cycle against the stand-in server ---------------------------------------------------------------
+
+
+def fake_site(tmp_path: Path) -> Path:
+    site = tmp_path / "site"
+    FAKE.install(site, "registry")
+    return site
+
+
+def engine_for(tmp_path: Path) -> tuple[SglangEngine, dict[str, str]]:
+    return SglangEngine(sys.executable, poll_interval_s=0.05, term_grace_s=5.0), {
+        "PYTHONPATH": str(fake_site(tmp_path))
+    }
+
+
+def _chat(base_url: str, model: str, headers: dict[str, str] | None = None) -> None:
+    body = json.dumps({"model": model, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 9}).encode()
+    status, _ = local_request(
+        "POST",
+        f"{base_url}/v1/chat/completions",
+        body=body,
+        headers={"Content-Type": "application/json", **(headers or {})},
+        timeout_s=10,
+    )
+    assert status == 200
+
+
+def test_launch_sanity_snapshot_and_acceptance(tmp_path: Path) -> None:
+    engine, env = engine_for(tmp_path)
+    config = engine.speculative_config("eagle", "eagle3", 4, "/models/eagle3")
+    launch = spec(tmp_path, model_path=Path("/models/llama"), speculative_config=config, env=env)
+    proc = engine.launch(launch)
+    with proc as server:
+        assert server.command[:3] == (sys.executable, "-m", SGLANG_SERVER_MODULE)
+        assert server.spec_config == config
+        sanity = engine.sanity(server)
+        assert sanity.model_ids == ("llama",) and sanity.reply_text == "Hello there."
+        before = engine.snapshot(server)
+        for _ in range(5):
+            _chat(server.base_url, "llama")
+        after = engine.snapshot(server)
+        assert isinstance(after, ServerInfoSnapshot) and after.server_info is not None
+        assert after.server_info.algorithm == "EAGLE3" and after.server_info.proposals_per_step == 4
+        acc = engine.acceptance(before, after, "llama")
+        # The stand-in emits 8 tokens by 4 verify steps per request (plus one prefill token): exactly 2.0.
+        assert acc.source == "prometheus_counters" and acc.mean_acceptance_length == pytest.approx(2.0)
+        assert (acc.drafts, acc.accepted_tokens, acc.draft_tokens) == (20, 20, 80)
+        assert engine.spec_counters(before, after, "llama").draft_tokens == 80
+        common = engine.spec_telemetry(before, after, "llama")
+        assert common.source == "prometheus" and common.acceptance_rate == pytest.approx(0.25)
+    assert proc.release_check is not None and proc.release_check.port_free and proc.release_check.processes_gone
+
+
+def test_old_endpoint_counts_and_api_key_scrubbed_from_the_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SGLANG_TEST_AUTH", "sk-sglang-secret-42")
+    engine, env = engine_for(tmp_path)
+    config = engine.speculative_config("mtp", None, 4, None, target_path="/models/llama")
+    launch = spec(
+        tmp_path,
+        speculative_config=config,
+        env=env,
+        api_key_env="SGLANG_TEST_AUTH",
+        engine_args=("--fake-old-endpoint", "--fake-expose-counts"),
+    )
+    proc = engine.launch(launch)
+    with proc as server:
+        assert "sk-sglang-secret-42" not in " ".join(server.command) and "***" in server.command
+        assert engine.sanity(server).model_ids == ("llama",)
+        before = engine.snapshot(server)
+        for _ in range(3):
+            _chat(server.base_url, "llama", {"Authorization": "Bearer sk-sglang-secret-42"})
+        after = engine.snapshot(server)
+        acc = engine.acceptance(before, after, "llama")
+        assert acc.source == "server_info_counts" and acc.exact and acc.drafts == 12
+        assert acc.cross_check is not None and acc.cross_check.agree is True
+        assert "sk-sglang-secret-42" not in proc.log_tail()
+    log = launch.log_path.read_text()
+    assert "server_args=ServerArgs(" in log and "sk-sglang-secret-42" not in log
+
+
+def test_missing_api_key_and_missing_server_info(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    engine, env = engine_for(tmp_path)
+    monkeypatch.delenv("SGLANG_TEST_AUTH", raising=False)
+    with pytest.raises(ConfigError, match="SGLANG_TEST_AUTH is not set"):
+        engine.launch(spec(tmp_path, api_key_env="SGLANG_TEST_AUTH", env=env))
+    # The probe said /server_info but the server has only the old path: recorded, not raised.
+    fake_caps = _caps().model_copy(update={"server_endpoints": ("/server_info",)})
+    other = SglangEngine(sys.executable, caps=fake_caps, poll_interval_s=0.05, term_grace_s=5.0)
+    with other.launch(spec(tmp_path, env=env, engine_args=("--fake-old-endpoint",))) as server:
+        snap = other.snapshot(server)
+        assert snap.server_info is None and snap.server_info_error is not None
+        assert "/server_info is not served (HTTP 404)" in snap.server_info_error
+        with pytest.raises(ProtocolError, match="neither /server_info nor /get_server_info"):
+            SglangEngine(sys.executable).server_info(server.model_copy(update={"base_url": server.base_url + "/x"}))
