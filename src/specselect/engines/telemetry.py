@@ -97,7 +97,7 @@ class SpecDecodeCounters(BaseModel):
     draft_tokens: int | None = None
     accepted_tokens: int | None = None
     per_position_accepted: tuple[int, ...] | None = None
-    style: Literal["v1_counters", "v0_counters", "none"] = "none"
+    style: Literal["v1_counters", "v0_counters", "sglang_counters", "none"] = "none"
 
 
 def _model_sum(snap: MetricsSnapshot, base: str, model_name: str) -> dict[tuple[tuple[str, str], ...], float] | None:
@@ -281,7 +281,7 @@ class SpecTelemetry(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     schema_version: int = 1
-    source: Literal["prometheus", "per_request", "both", "not_exported"]
+    source: Literal["prometheus", "per_request", "both", "server_info", "not_exported"]
     drafts: int | None = None
     draft_tokens: int | None = None
     accepted_tokens: int | None = None
@@ -293,6 +293,8 @@ class SpecTelemetry(BaseModel):
     per_position_rates: tuple[float, ...] | None = None
     """per_position_accepted / drafts."""
     cross_check: CrossCheck | None = None
+    notes: tuple[str, ...] = ()
+    """How the numbers were derived when the engine's definition differs (e.g. SGLang's accept length)."""
 
     @property
     def mechanism_active(self) -> bool | None:
