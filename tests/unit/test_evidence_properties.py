@@ -91,7 +91,13 @@ def test_categories_and_prediction_never_crash(pairs: list[RequestPair]) -> None
 def test_prediction_with_arbitrary_rates_never_crashes(rates: list[float], pairs: list[RequestPair]) -> None:
     prediction = predict_speedup(pairs, rates)
     assert (prediction.predicted_decode_speedup is None) == bool(
-        {"per_position_acceptance_rates", "valid_per_position_acceptance_rates", "step_cost"} & set(prediction.missing)
+        {
+            "per_position_acceptance_rates",
+            "valid_per_position_acceptance_rates",
+            "step_cost",
+            "finite_tokens_per_target_step",
+        }
+        & set(prediction.missing)
     )
 
 

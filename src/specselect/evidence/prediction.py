@@ -227,6 +227,8 @@ def predict_speedup(
     if expected is not None and cost is not None:
         drafting = cost.num_spec_steps
         per_target = _finite((drafting * expected + cost.plain_steps) / (drafting + cost.plain_steps))
+        if per_target is None:
+            missing.append("finite_tokens_per_target_step")
     predicted = _finite(per_target / cost.relative_step_cost) if per_target is not None and cost is not None else None
     gap = _finite(measured - predicted) if measured is not None and predicted is not None else None
     return SpeedupPrediction(
