@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -89,16 +91,31 @@ def test_ready_server_is_yielded_then_torn_down_and_port_reusable(tmp_path: Path
 
 
 def test_child_env_keeps_caches_under_run_dir_and_offline(tmp_path: Path) -> None:
-    with make(tmp_path, env={"VLLM_NO_USAGE_STATS": "1"}) as server:
-        _, body = local_request("GET", f"{server.base_url}/env")
+    short = Path(tempfile.mkdtemp(prefix="ss-"))
+    try:
+        with make(short, env={"VLLM_NO_USAGE_STATS": "1"}, run_dir=short / "run") as server:
+            _, body = local_request("GET", f"{server.base_url}/env")
+    finally:
+        shutil.rmtree(short, ignore_errors=True)
     seen = json.loads(body)
-    run = tmp_path / "run"
+    run = short / "run"
     assert seen["TMPDIR"] == str(run / "tmp")
     assert seen["VLLM_CACHE_ROOT"].startswith(str(run))
     assert seen["HF_HUB_OFFLINE"] == "1"
     assert seen["TRANSFORMERS_OFFLINE"] == "1"
     assert seen["VLLM_NO_USAGE_STATS"] == "1"
     assert seen["cwd"] == str(run)
+
+
+def test_a_deep_run_dir_gets_a_short_tmpdir_for_ipc_sockets_removed_at_teardown(tmp_path: Path) -> None:
+    deep = tmp_path / ("d" * 80) / "run"
+    with make(tmp_path, run_dir=deep) as server:
+        _, body = local_request("GET", f"{server.base_url}/env")
+        tmpdir = Path(json.loads(body)["TMPDIR"])
+        assert len(str(tmpdir)) <= server_mod.MAX_TMPDIR_CHARS
+        assert tmpdir.is_dir()
+    assert not tmpdir.exists()
+    assert json.loads(body)["VLLM_CACHE_ROOT"].startswith(str(deep))
 
 
 def test_early_exit_raises_start_error_with_redacted_tail(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

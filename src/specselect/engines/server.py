@@ -10,8 +10,10 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -31,10 +33,17 @@ __all__ = ["ServerProcess", "cache_env", "read_log_tail"]
 _PORT_TAKEN = re.compile(r"address already in use|errno 98|eaddrinuse", re.IGNORECASE)
 
 
-def cache_env(run_dir: Path) -> dict[str, str]:
-    """Cache, temp and offline variables that keep a server's files under `run_dir` and off the network."""
+MAX_TMPDIR_CHARS = 60
+"""Engines put UNIX sockets in TMPDIR (vLLM: `ipc://$TMPDIR/<uuid>`); sun_path holds at most 107 bytes."""
+
+
+def cache_env(run_dir: Path, tmp_dir: Path | None = None) -> dict[str, str]:
+    """Cache, temp and offline variables that keep a server's files under `run_dir` and off the network.
+
+    `tmp_dir` replaces `run_dir/tmp` as TMPDIR (see `MAX_TMPDIR_CHARS`).
+    """
     cache = run_dir / "cache"
-    tmp = run_dir / "tmp"
+    tmp = tmp_dir if tmp_dir is not None else run_dir / "tmp"
     for path in (cache, tmp):
         path.mkdir(parents=True, exist_ok=True)
     return {
@@ -116,6 +125,7 @@ class ServerProcess(AbstractContextManager[RunningServer]):
         self._secrets: tuple[str, ...] = ()
         self.server: RunningServer | None = None
         self.release_check: ReleaseCheck | None = None
+        self._short_tmp: Path | None = None
 
     # -- life cycle -------------------------------------------------------------------------------------------
 
@@ -150,6 +160,7 @@ class ServerProcess(AbstractContextManager[RunningServer]):
                 return self.server
         except BaseException:
             self._teardown()
+            self._remove_short_tmp()
             raise
         raise ServerStartError(
             f"{self._name}: every automatically chosen port was taken ({self._port_attempts} attempts)",
@@ -162,11 +173,18 @@ class ServerProcess(AbstractContextManager[RunningServer]):
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self._teardown()
+        self._remove_short_tmp()
 
     def stop(self) -> ReleaseCheck | None:
         """Tear the server down now (idempotent); returns the release check."""
         self._teardown()
+        self._remove_short_tmp()
         return self.release_check
+
+    def _remove_short_tmp(self) -> None:
+        if self._short_tmp is not None:
+            shutil.rmtree(self._short_tmp, ignore_errors=True)
+            self._short_tmp = None
 
     @property
     def port(self) -> int | None:
@@ -197,7 +215,13 @@ class ServerProcess(AbstractContextManager[RunningServer]):
     def _child_env(self) -> dict[str, str]:
         env = dict(os.environ)
         if self._run_dir is not None:
-            env.update(cache_env(Path(self._run_dir)))
+            run_dir = Path(self._run_dir)
+            tmp_dir: Path | None = None
+            if len(str(run_dir / "tmp")) > MAX_TMPDIR_CHARS:
+                # A deep results directory would make the engine's IPC socket paths too long to bind.
+                tmp_dir = Path(tempfile.mkdtemp(prefix="specselect-"))
+                self._short_tmp = tmp_dir
+            env.update(cache_env(run_dir, tmp_dir))
         env.update(self._extra_env)
         return env
 
