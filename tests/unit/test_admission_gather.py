@@ -7,17 +7,21 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from test_assets_files import tiny_llama
 
 from specselect.admission import EngineSettings, capacity_check, gather_admission, gather_admission_input
+from specselect.admission.gather import method_for
 from specselect.assets.memory import CPU_RUNTIME_OVERHEAD_MB, estimate_memory
 from specselect.assets.refs import ResolvedModel
 from specselect.core.admission import AdmissionResult, admit
 from specselect.core.status import RunStatus
+from specselect.engines.sglang.probe import SglangCapabilities
+from specselect.engines.sglang.specargs import supported_methods
 from specselect.engines.vllm.probe import DeviceInfo, EngineCapabilities
+from specselect.errors import ConfigError
 from specselect.plan.candidates import Candidate
 
 METHODS = (
@@ -296,3 +300,119 @@ def test_capacity_check_alone_serves_the_baseline() -> None:
     assert capacity_check(model(), None, caps(), EngineSettings()).passed
     blocked = capacity_check(model(num_params=70_000_000_000), None, caps(), EngineSettings())
     assert blocked.reason == "memory_over_budget"
+
+
+def sglang(
+    device_kind: Literal["cpu", "cuda"] = "cuda",
+    algorithms: tuple[str, ...] = ("NGRAM", "EAGLE", "EAGLE3", "STANDALONE"),
+) -> SglangCapabilities:
+    methods = supported_methods(algorithms)
+    gpus = (DeviceInfo(name="H100", memory_mb=81_920, index=0),) if device_kind == "cuda" else ()
+    return SglangCapabilities(
+        engine_version="0.5.4",
+        python="/envs/sglang/bin/python",
+        device_kind=device_kind,
+        devices=gpus or (DeviceInfo(name="host RAM", memory_mb=24_000),),
+        memory_budget_mb=81_920 if gpus else 22_000,
+        memory_budget_basis="test",
+        spec_methods=methods,
+        method_hardware=dict.fromkeys(methods, "cuda"),
+        versions={"sglang": "0.5.4"},
+        speculative_algorithms=algorithms,
+        algorithm_source="registry",
+        speculative_flags=(),
+        launch_flags={},
+        server_endpoints=(),
+        probed_in_s=0.0,
+    )
+
+
+SGLANG = EngineSettings(kind="sglang")
+
+
+@pytest.mark.parametrize(
+    ("candidate", "device", "reason"),
+    [
+        (Cand("sfx", "suffix"), "cuda", "family_not_in_engine"),
+        (Cand("md", "medusa", proposer="/m"), "cuda", "family_not_in_engine"),
+        (Cand("df", "dflash", proposer="/d"), "cuda", "method_not_in_backend"),
+        (Cand("ng", "ngram"), "cpu", "requires_cuda"),
+        (Cand("new", "ngram", min_engine_version="0.6"), "cuda", "engine_version_too_old"),
+    ],
+)
+def test_sglang_candidates_use_the_sglang_backend_gate(
+    candidate: Cand, device: Literal["cpu", "cuda"], reason: str
+) -> None:
+    result = decide(candidate, capabilities=sglang(device), settings=SGLANG)
+    assert (result.run_status, result.gate, result.reason) == (RunStatus.UNSUPPORTED, "backend", reason)
+    assert result.facts["backend.engine_kind"] == "sglang"
+
+
+def test_sglang_default_methods_and_a_runnable_candidate(tmp_path: Path) -> None:
+    assert [method_for(Cand("x", f), "sglang") for f in ("draft_model", "mtp", "eagle", "suffix")] == [
+        "draft_model",
+        "mtp",
+        "eagle",
+        "suffix",
+    ]
+    assert method_for(Cand("x", "draft_model", method="Standalone"), "sglang") == "standalone"
+    draft = proposer_dir(tmp_path, "draft")
+    gathered = gather_admission(
+        Cand("dm", "draft_model", proposer=draft), model(tokenizer_sha256=None), sglang(), settings=SGLANG
+    )
+    result = admit("dm", "draft_model", gathered.input)
+    assert result.run_status is RunStatus.RUNNABLE and gathered.method == "draft_model"
+    assert result.facts["backend.sglang_algorithm"] == "STANDALONE"
+    # SGLang's own default fraction for a standalone draft on an 80 GiB GPU, drafted at the target's TP.
+    assert result.facts["capacity.memory_utilization_source"] == "sglang_default"
+    assert result.facts["capacity.memory_utilization"] == 0.761
+    assert result.facts["capacity.draft_tensor_parallel_size"] == 1
+
+
+def test_sglang_standalone_gets_the_draft_model_tokenizer_check(tmp_path: Path) -> None:
+    draft = proposer_dir(tmp_path, "draft")
+    result = decide(
+        Cand("sa", "draft_model", method="standalone", proposer=draft), capabilities=sglang(), settings=SGLANG
+    )
+    assert (result.run_status, result.reason) == (RunStatus.INCOMPATIBLE, "tokenizer_mismatch")
+
+
+def test_a_probe_of_the_other_engine_admits_nothing() -> None:
+    result = decide(Cand("n", "ngram"), capabilities=sglang(), settings=EngineSettings(kind="vllm"))
+    assert (result.reason, result.facts["backend.requested_engine_kind"]) == ("engine_kind_unsupported", "vllm")
+
+
+def test_draft_tensor_parallel_size_of_a_vllm_candidate(tmp_path: Path) -> None:
+    gpus = tuple(DeviceInfo(name="A10G", memory_mb=23_000, index=i) for i in range(2))
+    gpu = caps(device_kind="cuda", devices=gpus, memory_budget_mb=23_000)
+    settings = EngineSettings(tensor_parallel_size=2)
+    target = model(tokenizer_sha256=None)
+    draft = proposer_dir(tmp_path, "draft")
+
+    def draft_tp(candidate: Cand) -> Any:
+        result = admit(
+            candidate.name, candidate.family, gather_admission_input(candidate, target, gpu, settings=settings)
+        )
+        assert result.run_status is RunStatus.RUNNABLE, result.reason
+        return result.facts["capacity.draft_tensor_parallel_size"]
+
+    assert draft_tp(Cand("dm", "draft_model", proposer=draft)) == 2  # vLLM's default: the target's TP
+    assert draft_tp(Cand("dm", "draft_model", proposer=draft, options={"draft_tensor_parallel_size": 1})) == 1
+    speculator = proposer_dir(
+        tmp_path, "mlp", model_type="mlp_speculator", architectures=["MLPSpeculatorPreTrainedModel"]
+    )
+    assert draft_tp(Cand("mlp", "mlp_speculator", proposer=speculator)) == 1  # vLLM drafts MLPSpeculator at TP 1
+
+
+def test_engine_args_values_are_checked() -> None:
+    assert EngineSettings.from_engine_args(["--kv-cache-memory-bytes", "4G"]).kv_cache_memory_bytes == 4 * 2**30
+    assert EngineSettings.from_engine_args(["--kv-cache-memory-bytes=2k"]).kv_cache_memory_bytes == 2000
+    assert EngineSettings.from_engine_args((), data_parallel_size=3).data_parallel_size == 3
+    for args in (
+        ["--gpu-memory-utilization", "lots"],
+        ["--gpu-memory-utilization=0"],
+        ["--kv-cache-memory-bytes", "-1"],
+        ["--kv-cache-memory-bytes", "inf"],
+    ):
+        with pytest.raises(ConfigError, match="is not a number"):
+            EngineSettings.from_engine_args(args)

@@ -147,3 +147,23 @@ def test_helpers_and_every_method_has_an_allow_list() -> None:
             assert method in METHOD_OPTIONS or method == "eagle3"
     cfg = build_speculative_config("draft_model", None, 4, "/d")
     assert json.loads(speculative_config_json(cfg)) == cfg
+
+
+def test_draft_tensor_parallel_size_against_the_target() -> None:
+    # Without the target's size only the value itself is checked.
+    assert (
+        build_speculative_config("eagle", None, 3, "/h", {"draft_tensor_parallel_size": 3})[
+            "draft_tensor_parallel_size"
+        ]
+        == 3
+    )
+    with pytest.raises(ConfigError, match="integer >= 1"):
+        build_speculative_config("eagle", None, 3, "/h", {"draft_tensor_parallel_size": 0})
+    # vLLM accepts 1 or the target's size; a config without the option is left to vLLM's default.
+    assert "draft_tensor_parallel_size" not in build_speculative_config("eagle", None, 3, "/h", tensor_parallel_size=4)
+    with pytest.raises(ConfigError) as info:
+        build_speculative_config(
+            "mtp", None, 1, None, {"draft_tensor_parallel_size": 2}, tensor_parallel_size=4, location="candidates.m"
+        )
+    assert info.value.location == "candidates.m.options.draft_tensor_parallel_size"
+    assert "draft_tensor_parallel_size 2 must be 1 or the target's tensor_parallel_size (4)" in info.value.message

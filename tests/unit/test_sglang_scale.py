@@ -1,8 +1,6 @@
 """Engine arguments for scale: parallel sizes, executor backend and draft TP reach both engines' command
-lines, and the memory gate accounts for them.
-
-Tests marked xfail name a patch in a file other helpers own (see the SGLang helper's report); they are
-strict, so they start failing - as a reminder to drop the mark - once the patch lands.
+lines, and the capacity gate accounts for them (data parallel replicas, device count, draft TP, SGLang's
+static memory fraction).
 """
 
 from __future__ import annotations
@@ -14,14 +12,16 @@ from typing import Any
 import pytest
 
 from specselect.admission.gather import EngineSettings, capacity_check
-from specselect.assets.memory import estimate_memory
+from specselect.assets.memory import GPU_RUNTIME_OVERHEAD_MB, estimate_memory, sglang_default_mem_fraction
 from specselect.assets.refs import ResolvedModel
+from specselect.core.admission import AdmissionInput, GateCheck, admit
+from specselect.core.status import RunStatus
 from specselect.engines.base import LaunchSpec
 from specselect.engines.sglang.launch import build_sglang_argv
 from specselect.engines.sglang.probe import SglangCapabilities
 from specselect.engines.sglang.specargs import build_sglang_speculative_args
 from specselect.engines.vllm.launch import build_vllm_argv
-from specselect.engines.vllm.probe import DeviceInfo
+from specselect.engines.vllm.probe import DeviceInfo, EngineCapabilities
 from specselect.engines.vllm.specconfig import build_speculative_config
 from specselect.errors import ConfigError
 
@@ -133,27 +133,158 @@ def test_memory_gate_splits_weights_over_tensor_and_pipeline_ranks() -> None:
 
 
 def test_capacity_gate_reads_sglang_capabilities() -> None:
-    check = capacity_check(target(), None, sglang_caps(2), EngineSettings(kind="sglang", tensor_parallel_size=2))  # type: ignore[arg-type]
+    check = capacity_check(target(), None, sglang_caps(2), EngineSettings(kind="sglang", tensor_parallel_size=2))
     assert check.passed and check.facts["parallel_devices"] == 2
-    too_big = capacity_check(target(70_000_000_000), None, sglang_caps(1), EngineSettings(kind="sglang"))  # type: ignore[arg-type]
+    too_big = capacity_check(target(70_000_000_000), None, sglang_caps(1), EngineSettings(kind="sglang"))
     assert too_big.reason == "memory_over_budget"
 
 
-@pytest.mark.xfail(strict=True, reason="needs fix: assets/memory.estimate_memory has no data_parallel_size")
 def test_data_parallel_replicas_count_in_the_memory_gate() -> None:
     kwargs: dict[str, Any] = {"device_kind": "cpu", "budget_mb": 40_000}
     one = estimate_memory(target(135_000_000), None, **kwargs)
     two = estimate_memory(target(135_000_000), None, data_parallel_size=2, **kwargs)
+    # On CPU every replica is a full copy in the same host memory.
     assert two.estimated_memory_mb == pytest.approx(2 * (one.estimated_memory_mb or 0.0))
+    assert (two.data_parallel_size, two.devices_needed, two.runtime_overhead_mb) == (2, 2, 2 * 2800)
+    # On CUDA each replica has its own devices: per-device memory is unchanged, the device count grows.
+    gpu: dict[str, Any] = {"device_kind": "cuda", "budget_mb": GPU_MB, "tensor_parallel_size": 2}
+    single = estimate_memory(target(), None, **gpu)
+    replicated = estimate_memory(target(), None, data_parallel_size=2, pipeline_parallel_size=2, **gpu)
+    assert replicated.estimated_memory_mb == pytest.approx(
+        estimate_memory(target(), None, pipeline_parallel_size=2, **gpu).estimated_memory_mb
+    )
+    assert (single.devices_needed, replicated.parallel_devices, replicated.devices_needed) == (2, 4, 8)
 
 
-@pytest.mark.xfail(strict=True, reason="needs fix: admission/gather.capacity_check does not count devices")
+def test_cpu_host_budget_blocks_replicas() -> None:
+    settings = EngineSettings(kind="vllm", env={"VLLM_CPU_KVCACHE_SPACE": "4"})
+    caps = sglang_caps(0).model_copy(update={"device_kind": "cpu", "memory_budget_mb": 12_000})
+    one = capacity_check(target(135_000_000), None, caps, settings.model_copy(update={"kind": "sglang"}))
+    assert one.passed and "devices_available" not in one.facts
+    two = capacity_check(
+        target(135_000_000), None, caps, settings.model_copy(update={"kind": "sglang", "data_parallel_size": 2})
+    )
+    assert two.reason == "memory_over_budget" and two.facts["data_parallel_size"] == 2
+
+
 def test_more_ranks_than_gpus_is_capacity_blocked() -> None:
-    check = capacity_check(target(), None, sglang_caps(1), EngineSettings(kind="sglang", tensor_parallel_size=2))  # type: ignore[arg-type]
+    check = capacity_check(target(), None, sglang_caps(1), EngineSettings(kind="sglang", tensor_parallel_size=2))
     assert check.reason == "too_few_devices"
+    assert (check.facts["devices_needed"], check.facts["devices_available"]) == (2, 1)
+    # Data parallel replicas need their own GPUs too: 2 x 1 x 2 = 4 devices.
+    settings = EngineSettings(kind="sglang", tensor_parallel_size=2, data_parallel_size=2)
+    short = capacity_check(target(), None, sglang_caps(3), settings)
+    assert (short.reason, short.facts["devices_needed"], short.facts["devices_available"]) == ("too_few_devices", 4, 3)
+    assert capacity_check(target(), None, sglang_caps(4), settings).passed
+    admitted = admit("c1", "ngram", _only_capacity(short))
+    assert (admitted.run_status, admitted.gate, admitted.reason) == (
+        RunStatus.CAPACITY_BLOCKED,
+        "capacity",
+        "too_few_devices",
+    )
 
 
-@pytest.mark.xfail(strict=True, reason="needs fix: EngineSettings.from_engine_args ignores --mem-fraction-static")
+def _only_capacity(check: GateCheck) -> AdmissionInput:
+    ok = GateCheck.ok()
+    return AdmissionInput(enabled=True, backend=ok, asset=ok, compatibility=ok, capacity=check)
+
+
 def test_sglang_static_memory_fraction_is_the_utilisation() -> None:
     settings = EngineSettings.from_engine_args(("--mem-fraction-static", "0.7"), kind="sglang")
     assert settings.gpu_memory_utilization == 0.7
+    assert (
+        EngineSettings.from_engine_args(("--mem-fraction-static=0.65",), kind="sglang").gpu_memory_utilization == 0.65
+    )
+    # vLLM's flag means nothing to SGLang (and SGLang's nothing to vLLM).
+    assert (
+        EngineSettings.from_engine_args(("--gpu-memory-utilization", "0.5"), kind="sglang").gpu_memory_utilization
+        is None
+    )
+    assert EngineSettings.from_engine_args(("--mem-fraction-static", "0.5")).gpu_memory_utilization is None
+    check = capacity_check(target(), None, sglang_caps(1), settings)
+    assert check.facts["memory_utilization"] == 0.7
+    assert check.facts["memory_utilization_source"] == "engine_args"
+    assert check.facts["budget_mb"] == pytest.approx(0.7 * GPU_MB, abs=0.1)
+    with pytest.raises(ConfigError, match="--mem-fraction-static"):
+        EngineSettings.from_engine_args(("--mem-fraction-static", "1.5"), kind="sglang")
+
+
+@pytest.mark.parametrize(
+    ("gpu_mb", "tp", "algorithm", "fraction"),
+    [
+        # 80 GiB: chunked prefill 8192, CUDA-graph batch 256 -> 512 + 12288 + 512 + 128 = 13440 MB reserved.
+        (GPU_MB, 1, None, 0.836),
+        (GPU_MB, 1, "NGRAM", 0.836),
+        (GPU_MB, 1, "EAGLE3", 0.811),  # + 2048 for the draft and its CUDA graphs
+        (GPU_MB, 1, "STANDALONE", 0.761),  # + 6144 for a standalone draft model
+        (GPU_MB, 4, None, 0.825),  # CUDA-graph batch 512 and 4/8 GiB for the parallel group
+        # 24 GiB: 512 + 3072 + 48 + 128 = 3760 MB reserved, no 10 GiB floor.
+        (24_576, 1, "EAGLE", 0.764),
+    ],
+)
+def test_sglang_default_memory_fraction(gpu_mb: int, tp: int, algorithm: str | None, fraction: float) -> None:
+    got = sglang_default_mem_fraction(gpu_mb, tensor_parallel_size=tp, speculative_algorithm=algorithm)
+    assert got == fraction
+
+
+def test_sglang_default_fraction_reaches_the_gate() -> None:
+    baseline = capacity_check(target(), None, sglang_caps(1), EngineSettings(kind="sglang"))
+    eagle = capacity_check(
+        target(), None, sglang_caps(1), EngineSettings(kind="sglang"), speculative_algorithm="EAGLE3"
+    )
+    assert baseline.facts["memory_utilization_source"] == "sglang_default"
+    assert (baseline.facts["memory_utilization"], eagle.facts["memory_utilization"]) == (0.836, 0.811)
+    # SGLang's fraction already leaves activations and CUDA graphs outside: no extra runtime overhead.
+    assert baseline.facts["runtime_overhead_mb"] == 0
+    vllm_caps = EngineCapabilities(
+        **sglang_caps(1).model_dump(include={"engine_version", "python", "device_kind", "devices", "versions"}),
+        memory_budget_mb=GPU_MB,
+        memory_budget_basis="test",
+        spec_methods=("ngram",),
+        per_request_spec_metrics_flag=True,
+        method_hardware={},
+        optional_modules={},
+        probed_in_s=0.0,
+    )
+    vllm = capacity_check(target(), None, vllm_caps, EngineSettings())
+    assert (vllm.facts["memory_utilization_source"], vllm.facts["memory_utilization"]) == ("vllm_default", 0.92)
+    assert vllm.facts["runtime_overhead_mb"] == GPU_RUNTIME_OVERHEAD_MB
+
+
+def test_proposer_weights_split_over_draft_tensor_parallel_size() -> None:
+    draft = target(1_000_000_000)
+    gpu: dict[str, Any] = {"device_kind": "cuda", "budget_mb": GPU_MB, "tensor_parallel_size": 2}
+    default = estimate_memory(target(), draft, **gpu)
+    whole = estimate_memory(target(), draft, draft_tensor_parallel_size=1, **gpu)
+    assert default.draft_tensor_parallel_size == 2 and whole.draft_tensor_parallel_size == 1
+    proposer_mb = draft.num_params * 2 / 2**20 if draft.num_params else 0.0
+    # Each device holds half of the target; the proposer is whole on each device at draft TP 1.
+    assert (whole.estimated_memory_mb or 0.0) - whole.kv_cache_mb == pytest.approx(
+        (target().num_params or 0) * 2 / 2**20 / 2 + proposer_mb + GPU_RUNTIME_OVERHEAD_MB, abs=0.2
+    )
+    assert default.kv_cache_mb - whole.kv_cache_mb == pytest.approx(proposer_mb / 2, abs=0.2)
+    # Pipeline stages do not split the proposer (vLLM loads it on the last stage at draft TP).
+    staged = estimate_memory(target(), draft, pipeline_parallel_size=2, **gpu)
+    alone = estimate_memory(target(), None, pipeline_parallel_size=2, **gpu)
+    assert alone.kv_cache_mb - staged.kv_cache_mb == pytest.approx(proposer_mb / 2, abs=0.2)
+    # On CPU the last stage's tensor ranks each hold 1/draft_tp of it, all in one host memory.
+    cpu: dict[str, Any] = {"device_kind": "cpu", "budget_mb": 40_000, "tensor_parallel_size": 2}
+    cpu_split = estimate_memory(target(135_000_000), draft, **cpu)
+    cpu_whole = estimate_memory(target(135_000_000), draft, draft_tensor_parallel_size=1, **cpu)
+    assert (cpu_whole.estimated_memory_mb or 0.0) - (cpu_split.estimated_memory_mb or 0.0) == pytest.approx(
+        proposer_mb, abs=0.2
+    )
+
+
+def test_vllm_refuses_a_draft_tensor_parallel_size_it_cannot_run() -> None:
+    for size in (1, 2):
+        config = build_speculative_config(
+            "draft_model", None, 4, "/d", {"draft_tensor_parallel_size": size}, tensor_parallel_size=2
+        )
+        assert config["draft_tensor_parallel_size"] == size
+    with pytest.raises(ConfigError, match="must be 1 or the target's tensor_parallel_size") as info:
+        build_speculative_config(
+            "eagle", None, 4, "/d", {"draft_tensor_parallel_size": 2}, tensor_parallel_size=4, location="c.e"
+        )
+    assert info.value.location == "c.e.options.draft_tensor_parallel_size"
+    assert "set it to 1 or 4" in (info.value.fix or "")

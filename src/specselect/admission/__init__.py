@@ -1,11 +1,15 @@
 """Admission gatherers: turn engine probes and model facts into the checks of the contract's gates."""
 
-from specselect.admission.gather import (
-    EngineSettings,
-    Gathered,
-    capacity_check,
-    gather_admission,
-    gather_admission_input,
-)
+from specselect.admission.capacity import Capabilities, capacity_check
+from specselect.admission.gather import Gathered, gather_admission, gather_admission_input, method_for
+from specselect.admission.settings import EngineSettings
 
-__all__ = ["EngineSettings", "Gathered", "capacity_check", "gather_admission", "gather_admission_input"]
+__all__ = [
+    "Capabilities",
+    "EngineSettings",
+    "Gathered",
+    "capacity_check",
+    "gather_admission",
+    "gather_admission_input",
+    "method_for",
+]

@@ -13,6 +13,9 @@ __all__ = ["PAIRED_METHODS", "check_compatibility", "proposer_base_model"]
 PAIRED_METHODS = frozenset({"eagle", "eagle3", "dflash", "dspark", "medusa", "mlp_speculator"})
 """Methods whose proposer is trained on one target's hidden features."""
 
+_DRAFT_METHODS = frozenset({"draft_model", "standalone"})
+"""An independent small LM as the proposer (`standalone` is SGLang's name for it)."""
+
 _BASE_MODEL_KEYS = ("base_model_name_or_path", "base_model", "target_model", "target_model_name_or_path")
 _LAYER_ID_KEYS = ("eagle_aux_hidden_state_layer_ids", "target_layer_ids", "dspark_target_layer_ids")
 
@@ -82,7 +85,7 @@ def check_compatibility(
     vocab_known = target.vocab_size is not None and proposer.vocab_size is not None
     if vocab_known and target.vocab_size != proposer.vocab_size and not heterogeneous:
         return GateCheck.fail("vocab_size_mismatch", **facts)
-    if method == "draft_model":
+    if method in _DRAFT_METHODS:
         facts["target_tokenizer_sha256"] = target.tokenizer_sha256
         facts["proposer_tokenizer_sha256"] = proposer.tokenizer_sha256
         both = target.tokenizer_sha256 is not None and proposer.tokenizer_sha256 is not None

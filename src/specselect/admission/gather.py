@@ -3,24 +3,30 @@
 `specselect.core.admission.admit` applies the gate order; this module only finds the facts. Once a
 gate fails, later gates are not evaluated (no proposer is resolved or converted for a candidate the
 backend cannot run) and are reported as passing placeholders, which `admit` never reaches.
+
+The engine kind of the settings picks the backend gate: vLLM's here, SGLang's in
+`specselect.engines.sglang.gate`; the capacity gate (memory, device count) is shared.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Protocol
 
 from packaging.version import InvalidVersion, Version
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
+from specselect.admission.capacity import Capabilities, capacity_check
 from specselect.admission.compat import check_compatibility
-from specselect.assets.memory import estimate_memory
+from specselect.admission.settings import EngineSettings
 from specselect.assets.refs import ResolvedModel, resolve_model
 from specselect.core.admission import AdmissionInput, FactValue, GateCheck
 from specselect.core.families import AssetKind, classify_family
+from specselect.engines.sglang.gate import backend_gate
+from specselect.engines.sglang.probe import SglangCapabilities
+from specselect.engines.sglang.specargs import SGLANG_FAMILY_METHODS, sglang_algorithm
 from specselect.engines.vllm.envsetup import EngineEnv
 from specselect.engines.vllm.probe import EngineCapabilities
 from specselect.errors import EngineSetupError
@@ -29,11 +35,13 @@ __all__ = [
     "ARCTIC_INFERENCE_REQUIREMENT",
     "DEFAULT_METHODS",
     "CandidateLike",
+    "Capabilities",
     "EngineSettings",
     "Gathered",
     "capacity_check",
     "gather_admission",
     "gather_admission_input",
+    "method_for",
 ]
 
 DEFAULT_METHODS: Mapping[str, str] = MappingProxyType(
@@ -76,61 +84,6 @@ class CandidateLike(Protocol):
     def min_engine_version(self) -> str | None: ...
 
 
-class EngineSettings(BaseModel):
-    """The plan's engine settings that change what a server needs (dtype, parallelism, KV cache)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    kind: str = "vllm"
-    dtype: str = "auto"
-    tensor_parallel_size: int = Field(default=1, ge=1)
-    pipeline_parallel_size: int = Field(default=1, ge=1)
-    gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1)
-    kv_cache_memory_bytes: int | None = Field(default=None, gt=0)
-    env: dict[str, str] = Field(default_factory=dict)
-    """Variables the server gets on top of specselect's own environment (plan engine env + group env)."""
-
-    @classmethod
-    def from_engine_args(
-        cls,
-        args: Sequence[str] = (),
-        *,
-        kind: str = "vllm",
-        dtype: str = "auto",
-        tensor_parallel_size: int = 1,
-        pipeline_parallel_size: int = 1,
-        env: Mapping[str, str] | None = None,
-    ) -> EngineSettings:
-        """Settings from plan fields plus `--gpu-memory-utilization` / `--kv-cache-memory-bytes` in extra args."""
-        values: dict[str, str] = {}
-        items = list(args)
-        for i, arg in enumerate(items):
-            for flag in ("--gpu-memory-utilization", "--kv-cache-memory-bytes"):
-                if arg == flag and i + 1 < len(items):
-                    values[flag] = items[i + 1]
-                elif arg.startswith(flag + "="):
-                    values[flag] = arg.split("=", 1)[1]
-        util = values.get("--gpu-memory-utilization")
-        kv_bytes = values.get("--kv-cache-memory-bytes")
-        return cls(
-            kind=kind,
-            dtype=dtype,
-            tensor_parallel_size=tensor_parallel_size,
-            pipeline_parallel_size=pipeline_parallel_size,
-            gpu_memory_utilization=float(util) if util else None,
-            kv_cache_memory_bytes=int(float(kv_bytes)) if kv_bytes else None,
-            env=dict(env or {}),
-        )
-
-    def cpu_kvcache_gib(self) -> float | None:
-        """VLLM_CPU_KVCACHE_SPACE as the server will see it (plan env first, then specselect's own)."""
-        raw = self.env.get("VLLM_CPU_KVCACHE_SPACE", os.environ.get("VLLM_CPU_KVCACHE_SPACE", ""))
-        try:
-            return float(raw) if raw.strip() else None
-        except ValueError:
-            return None
-
-
 class Gathered(BaseModel):
     """The admission input plus what the launcher needs afterwards (the method and the proposer)."""
 
@@ -149,15 +102,39 @@ def _plain_version(text: str) -> Version:
     return Version(Version(text).public)  # local labels such as +cpu do not order releases
 
 
-def _backend_check(method: str, candidate: CandidateLike, caps: EngineCapabilities, kind: str) -> GateCheck:
+def method_for(candidate: CandidateLike, kind: str = "vllm") -> str:
+    """The backend method of a candidate: the one it names, else its family's default on engine `kind`."""
+    if candidate.method:
+        return candidate.method.strip().lower()
+    family = classify_family(candidate.family).family
+    if kind == "sglang" and family in SGLANG_FAMILY_METHODS:
+        return SGLANG_FAMILY_METHODS[family][0]
+    return DEFAULT_METHODS[family]
+
+
+def _backend_gate(method: str, candidate: CandidateLike, caps: Capabilities, kind: str) -> GateCheck:
+    """Gate 2 on the engine the plan asks for; a probe of another engine kind cannot admit anything."""
+    if kind != caps.kind:
+        return GateCheck.fail(
+            "engine_kind_unsupported",
+            requested_engine_kind=kind,
+            engine_kind=caps.kind,
+            engine_version=caps.engine_version,
+            method=method,
+            device_kind=caps.device_kind,
+        )
+    if isinstance(caps, SglangCapabilities):
+        return backend_gate(candidate.family, candidate.method, caps, min_engine_version=candidate.min_engine_version)
+    return _vllm_backend_check(method, candidate, caps)
+
+
+def _vllm_backend_check(method: str, candidate: CandidateLike, caps: EngineCapabilities) -> GateCheck:
     facts: dict[str, FactValue] = {
         "engine_kind": caps.kind,
         "engine_version": caps.engine_version,
         "method": method,
         "device_kind": caps.device_kind,
     }
-    if kind != caps.kind:
-        return GateCheck.fail("engine_kind_unsupported", requested_engine_kind=kind, **facts)
     if method not in caps.spec_methods:
         known = ",".join(m for m in caps.spec_methods if m not in caps.mtp_methods or m == "mtp")
         return GateCheck.fail("method_not_in_backend", engine_methods=known, **facts)
@@ -236,35 +213,25 @@ def _asset_check(
     return GateCheck.ok(**facts), proposer
 
 
-def capacity_check(
-    target: ResolvedModel, proposer: ResolvedModel | None, caps: EngineCapabilities, settings: EngineSettings
-) -> GateCheck:
-    """Gate 5 alone: also usable for the target-only baseline, which has no family to admit."""
-    estimate = estimate_memory(
-        target,
-        proposer,
-        device_kind=caps.device_kind,
-        budget_mb=caps.memory_budget_mb,
-        dtype=settings.dtype,
-        tensor_parallel_size=settings.tensor_parallel_size,
-        pipeline_parallel_size=settings.pipeline_parallel_size,
-        cpu_kvcache_gib=settings.cpu_kvcache_gib(),
-        kv_cache_memory_bytes=settings.kv_cache_memory_bytes,
-        gpu_memory_utilization=settings.gpu_memory_utilization,
-    )
-    facts: dict[str, FactValue] = {
-        key: value for key, value in estimate.model_dump().items() if key != "fits" and not isinstance(value, dict)
-    }
-    facts["estimate_known"] = estimate.fits is not None
-    if estimate.fits is False:
-        return GateCheck.fail("memory_over_budget", **facts)
-    return GateCheck.ok(**facts)
+def _draft_tensor_parallel_size(
+    candidate: CandidateLike, proposer: ResolvedModel | None, settings: EngineSettings
+) -> int | None:
+    """Devices the proposer is split over; None = the target's tensor parallel size."""
+    if settings.kind == "sglang":
+        return None  # SGLang drafts at the target's tensor parallel size (specargs refuses another)
+    given = candidate.options.get("draft_tensor_parallel_size")
+    if isinstance(given, int) and not isinstance(given, bool) and given >= 1:
+        return given
+    # vLLM 0.32 (`SpeculativeConfig._verify_and_get_draft_tp`): unset -> the target's TP, but 1 for MLPSpeculator.
+    if proposer is not None and proposer.model_type == "mlp_speculator":
+        return 1
+    return None
 
 
 def gather_admission(
     candidate: CandidateLike,
     target: ResolvedModel,
-    caps: EngineCapabilities | None,
+    caps: Capabilities | None,
     *,
     home: Path | None = None,
     env: EngineEnv | None = None,
@@ -279,7 +246,7 @@ def gather_admission(
     """
     settings = settings or EngineSettings()
     family = classify_family(candidate.family).family
-    method = (candidate.method or DEFAULT_METHODS[family]).strip().lower()
+    method = method_for(candidate, settings.kind)
     if not candidate.enabled:
         skipped = _not_evaluated("enabled")
         return Gathered(
@@ -291,7 +258,7 @@ def gather_admission(
     if caps is None:
         backend = GateCheck.fail("backend_probe_failed", method=method, probe_error=probe_error)
     else:
-        backend = _backend_check(method, candidate, caps, settings.kind)
+        backend = _backend_gate(method, candidate, caps, settings.kind)
     if not backend.passed or caps is None:
         rest = _not_evaluated("backend")
         return Gathered(
@@ -315,7 +282,16 @@ def gather_admission(
             method=method,
             proposer=proposer,
         )
-    capacity = capacity_check(target, proposer, caps, settings)
+    capacity = capacity_check(
+        target,
+        proposer,
+        caps,
+        settings,
+        speculative_algorithm=sglang_algorithm(candidate.family, candidate.method)
+        if settings.kind == "sglang"
+        else None,
+        draft_tensor_parallel_size=_draft_tensor_parallel_size(candidate, proposer, settings),
+    )
     return Gathered(
         input=AdmissionInput(
             enabled=True, backend=backend, asset=asset, compatibility=compatibility, capacity=capacity
@@ -328,7 +304,7 @@ def gather_admission(
 def gather_admission_input(
     candidate: CandidateLike,
     target: ResolvedModel,
-    caps: EngineCapabilities | None,
+    caps: Capabilities | None,
     *,
     home: Path | None = None,
     env: EngineEnv | None = None,

@@ -8,9 +8,18 @@ device budget of `EngineCapabilities`:
   `--kv-cache-memory-bytes`). When neither is set, vLLM 0.32 would reserve `gpu_memory_utilization`
   (0.92) of all RAM; specselect's launcher sets `VLLM_CPU_KVCACHE_SPACE=DEFAULT_CPU_KVCACHE_GIB` then,
   and the estimate assumes the same.
-- CUDA: weights are split across tensor x pipeline parallel devices; vLLM gives the KV cache what is
-  left of `gpu_memory_utilization` x device memory, so the check is that at least
-  `GPU_MIN_KV_CACHE_MB` remains for it on each device.
+  With data parallelism each replica is a full copy in the same host memory, so the whole estimate is
+  multiplied by `data_parallel_size`.
+- CUDA: target weights are split across tensor x pipeline parallel devices; vLLM gives the KV cache what
+  is left of `gpu_memory_utilization` x device memory (SGLang: `--mem-fraction-static`, see
+  `sglang_default_mem_fraction`), so the check is that at least `GPU_MIN_KV_CACHE_MB` remains for it on
+  each device. Data parallel replicas run on their own devices: per-device memory is unchanged and the
+  server needs tensor x pipeline x data parallel devices (the gatherer checks there are that many).
+
+The proposer is split over `draft_tensor_parallel_size` devices, not over the target's ranks: vLLM 0.32
+builds the draft's parallel config with that tensor size and pipeline size 1, and loads the drafter on
+the last pipeline stage only (`gpu_model_runner`: `get_pp_group().is_last_rank`). Unset, vLLM uses the
+target's tensor parallel size (1 for `mlp_speculator` checkpoints); SGLang always drafts at the target's.
 
 The overheads are measured: a 135M-parameter bf16 model with a 2 GiB KV cache peaks at 4.7-5.0 GB RSS
 on CPU (front-end + engine-core processes, torch, compiled kernels).
@@ -20,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -36,6 +45,7 @@ __all__ = [
     "MemoryEstimate",
     "estimate_memory",
     "serving_dtype",
+    "sglang_default_mem_fraction",
     "weights_mb",
 ]
 
@@ -83,10 +93,18 @@ class MemoryEstimate(BaseModel):
     kv_cache_source: str
     runtime_overhead_mb: float
     parallel_devices: int
+    """Devices (CPU: ranks) one replica spans: tensor x pipeline parallel size."""
+    draft_tensor_parallel_size: int
+    """Devices the proposer's weights are split over."""
+    data_parallel_size: int = 1
+    devices_needed: int = 1
+    """Devices the whole server needs: parallel_devices x data_parallel_size."""
+    memory_utilization: float | None = None
+    """CUDA: the share of device memory the engine may use (None on CPU)."""
     estimated_memory_mb: float | None
-    """CPU: the whole server; CUDA: one device."""
+    """CPU: the whole server (every rank of every replica); CUDA: one device."""
     budget_mb: float
-    """CPU: host budget; CUDA: gpu_memory_utilization x the smallest device's memory."""
+    """CPU: host budget; CUDA: memory_utilization x the smallest device's memory."""
     fits: bool | None
     """None when the target's size is unknown."""
 
@@ -114,6 +132,48 @@ def weights_mb(model: ResolvedModel, dtype_bytes: int) -> float | None:
     return None
 
 
+def sglang_default_mem_fraction(
+    gpu_memory_mb: float,
+    *,
+    tensor_parallel_size: int = 1,
+    pipeline_parallel_size: int = 1,
+    speculative_algorithm: str | None = None,
+) -> float:
+    """SGLang's `--mem-fraction-static` when the flag is not given (weights + KV pool / device memory).
+
+    Source: SGLang's `python/sglang/srt/server_args.py`, `ServerArgs._handle_gpu_memory_settings` (the same
+    heuristic in the 0.5.x releases). It reserves, in MB of the smallest GPU's memory G:
+    512 + 1.5 x max(chunked_prefill_size, 2048) + 2 x cuda_graph_max_bs + tp x pp / 8 x 1024,
+    at least 10240 when G > 60 GiB, plus 6144 for a STANDALONE draft or 2048 for any other algorithm
+    but NGRAM; the fraction is round((G - reserved) / G, 3). chunked_prefill_size / cuda_graph_max_bs
+    are SGLang's tiers by G (below). Not modelled: DP attention, piecewise CUDA graphs, NPU tiers and
+    the multimodal adjustment, which all reserve more (this is then an upper bound of the fraction).
+    """
+    gib = 1024.0
+    small_tp = tensor_parallel_size < 4
+    if gpu_memory_mb < 20 * gib:
+        chunk, graph_bs = 2048, 8
+    elif gpu_memory_mb < 35 * gib:
+        chunk, graph_bs = 2048, 24 if small_tp else 80
+    elif gpu_memory_mb < 60 * gib:
+        chunk, graph_bs = 4096, 32 if small_tp else 160
+    elif gpu_memory_mb < 160 * gib:
+        chunk, graph_bs = 8192, 256 if small_tp else 512
+    else:
+        chunk, graph_bs = 16384, 512
+    reserved = 512 + max(chunk, 2048) * 1.5 + graph_bs * 2 + tensor_parallel_size * pipeline_parallel_size / 8 * gib
+    if gpu_memory_mb > 60 * gib:
+        reserved = max(reserved, 10 * gib)
+    algorithm = (speculative_algorithm or "").upper()
+    if algorithm == "STANDALONE":
+        reserved += 6 * gib
+    elif algorithm not in ("", "NGRAM"):
+        reserved += 2 * gib
+    if gpu_memory_mb <= 0:
+        return 0.0
+    return max(round((gpu_memory_mb - reserved) / gpu_memory_mb, 3), 0.0)
+
+
 def estimate_memory(
     target: ResolvedModel,
     proposer: ResolvedModel | None,
@@ -123,15 +183,34 @@ def estimate_memory(
     dtype: str = "auto",
     tensor_parallel_size: int = 1,
     pipeline_parallel_size: int = 1,
+    data_parallel_size: int = 1,
+    draft_tensor_parallel_size: int | None = None,
     cpu_kvcache_gib: float | None = None,
     kv_cache_memory_bytes: int | None = None,
     gpu_memory_utilization: float | None = None,
+    gpu_runtime_overhead_mb: float = GPU_RUNTIME_OVERHEAD_MB,
 ) -> MemoryEstimate:
-    """Estimate the peak memory of a server for `target` (+ `proposer`) and compare it with the budget."""
+    """Estimate the peak memory of a server for `target` (+ `proposer`) and compare it with the budget.
+
+    `draft_tensor_parallel_size=None` means the target's tensor parallel size (vLLM's default).
+    `gpu_runtime_overhead_mb` is what a device needs beyond weights and KV cache inside the budget
+    (0 for SGLang, whose memory fraction already leaves activations and CUDA graphs outside it).
+    """
     dtype_name, dtype_bytes = serving_dtype(dtype, target)
     target_mb = weights_mb(target, dtype_bytes)
     proposer_mb = (weights_mb(proposer, dtype_bytes) or 0.0) if proposer is not None else 0.0
-    ranks = max(1, tensor_parallel_size * pipeline_parallel_size)
+    tp, pp, dp = max(1, tensor_parallel_size), max(1, pipeline_parallel_size), max(1, data_parallel_size)
+    draft_tp = max(1, draft_tensor_parallel_size or tp)
+    ranks = tp * pp
+    shared: dict[str, Any] = {
+        "dtype": dtype_name,
+        "target_weights_mb": _round(target_mb),
+        "proposer_weights_mb": round(proposer_mb, 1),
+        "parallel_devices": ranks,
+        "draft_tensor_parallel_size": draft_tp,
+        "data_parallel_size": dp,
+        "devices_needed": ranks * dp,
+    }
     if device_kind == "cpu":
         if kv_cache_memory_bytes is not None:
             kv_mb, source = kv_cache_memory_bytes / _MB, "kv_cache_memory_bytes"
@@ -139,30 +218,30 @@ def estimate_memory(
             kv_mb, source = cpu_kvcache_gib * 1024, "VLLM_CPU_KVCACHE_SPACE"
         else:
             kv_mb, source = DEFAULT_CPU_KVCACHE_GIB * 1024, "default"
-        overhead = float(CPU_RUNTIME_OVERHEAD_MB * ranks)
-        kv_total = kv_mb * ranks
-        total = None if target_mb is None else target_mb + proposer_mb + kv_total + overhead
+        # Every process of every replica shares the host: sum them all.
+        overhead = float(CPU_RUNTIME_OVERHEAD_MB * ranks * dp)
+        kv_total = kv_mb * ranks * dp
+        # The last pipeline stage's tensor ranks each hold 1/draft_tp of the proposer.
+        proposer_total = proposer_mb * tp / draft_tp
+        total = None if target_mb is None else (target_mb + proposer_total) * dp + kv_total + overhead
         return MemoryEstimate(
             device_kind="cpu",
-            dtype=dtype_name,
-            target_weights_mb=_round(target_mb),
-            proposer_weights_mb=round(proposer_mb, 1),
+            **shared,
             kv_cache_mb=round(kv_total, 1),
             kv_cache_source=source,
             runtime_overhead_mb=overhead,
-            parallel_devices=ranks,
             estimated_memory_mb=_round(total),
             budget_mb=float(budget_mb),
             fits=None if total is None else total <= budget_mb,
         )
-    utilization = gpu_memory_utilization or DEFAULT_GPU_MEMORY_UTILIZATION
+    utilization = DEFAULT_GPU_MEMORY_UTILIZATION if gpu_memory_utilization is None else gpu_memory_utilization
     usable = utilization * budget_mb
-    overhead = float(GPU_RUNTIME_OVERHEAD_MB)
+    overhead = float(gpu_runtime_overhead_mb)
     if target_mb is None:
         per_device = None
         kv_left = 0.0
     else:
-        per_device = (target_mb + proposer_mb) / ranks + overhead
+        per_device = target_mb / ranks + proposer_mb / draft_tp + overhead
         kv_left = max(usable - per_device, 0.0)
     if kv_cache_memory_bytes is not None and per_device is not None:
         kv_left, source = kv_cache_memory_bytes / _MB, "kv_cache_memory_bytes"
@@ -175,13 +254,11 @@ def estimate_memory(
             per_device += max(kv_left, 0.0)
     return MemoryEstimate(
         device_kind="cuda",
-        dtype=dtype_name,
-        target_weights_mb=_round(target_mb),
-        proposer_weights_mb=round(proposer_mb, 1),
+        **shared,
         kv_cache_mb=round(kv_left, 1),
         kv_cache_source=source,
         runtime_overhead_mb=overhead,
-        parallel_devices=ranks,
+        memory_utilization=utilization,
         estimated_memory_mb=_round(per_device),
         budget_mb=round(usable, 1),
         fits=fits,

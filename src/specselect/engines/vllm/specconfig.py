@@ -155,11 +155,14 @@ def build_speculative_config(
     options: Mapping[str, Any] | None = None,
     *,
     location: str = "speculative",
+    tensor_parallel_size: int | None = None,
 ) -> dict[str, Any]:
     """Build vLLM's speculative-config object; ConfigError (naming `location` and the fix) on bad input.
 
     The result is exactly what is passed to the server and recorded in results: method, model (when the
     method loads one), num_speculative_tokens (when given), then the options in the order given.
+    `tensor_parallel_size` is the target's: when given, `draft_tensor_parallel_size` must be 1 or equal
+    to it (vLLM 0.32 refuses any other value at start-up); unset, vLLM drafts at the target's size.
     """
     try:
         canonical = classify_family(family).family
@@ -233,6 +236,15 @@ def build_speculative_config(
             )
         _check_value(key, value, where)
         config[key] = value
+
+    draft_tp = config.get("draft_tensor_parallel_size")
+    if tensor_parallel_size is not None and draft_tp is not None and draft_tp not in (1, tensor_parallel_size):
+        raise ConfigError(
+            f"draft_tensor_parallel_size {draft_tp} must be 1 or the target's tensor_parallel_size "
+            f"({tensor_parallel_size})",
+            location=f"{location}.options.draft_tensor_parallel_size",
+            fix=f"set it to 1 or {tensor_parallel_size}, or remove it (the draft then uses {tensor_parallel_size})",
+        )
 
     low, high = config.get("prompt_lookup_min"), config.get("prompt_lookup_max")
     if low is not None and high is not None and low > high:
