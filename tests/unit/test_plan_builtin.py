@@ -47,7 +47,7 @@ def test_cpu_smoke_groups() -> None:
         ("g6_draft_model", "draft_model", None, 3, "builtin:smollm2-135m-draft4l"),
         ("g7_suffix", "suffix", "suffix", 5, None),
     ]
-    assert groups[1].options == {"prompt_lookup_min": 2, "prompt_lookup_max": 5}
+    assert groups[1].options == {"prompt_lookup_min": 3, "prompt_lookup_max": 5}
     assert all(g.enabled for g in groups)
 
 
