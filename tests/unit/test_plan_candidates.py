@@ -217,6 +217,8 @@ def test_full_candidate_round_trips_its_fields() -> None:
         "min_engine_version": "0.11.0rc1",
         "engine_args": ("--max-num-seqs", "4"),
         "env": {"VLLM_LOGGING_LEVEL": "DEBUG"},
+        "target": None,
+        "endpoint": None,
     }
 
 

@@ -128,8 +128,8 @@ CASES: list[tuple[dict[str, Any], str]] = [
     ),
     (
         {"engine": {"kind": "openai", "python": "/usr/bin/python3"}},
-        "engine.python: kind = 'openai' has no python entry point "
-        "(fix: set command = [...] to the argv that starts your OpenAI-compatible server)",
+        "engine.python: kind = 'openai' measures servers you already run and starts nothing: python does not apply "
+        "(fix: remove python; give every group an endpoint = { base_url = ..., model = ... })",
     ),
     (
         {"engine": {"kind": "sglang"}},

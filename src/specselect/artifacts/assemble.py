@@ -1,4 +1,9 @@
-"""Turn group results and raw records into `evidence.json` and `handoff.json` (pure: documents in, documents out)."""
+"""Turn group results and raw records into `evidence.json` (pure: documents in, documents out).
+
+Every candidate is paired with the target-only baseline of its own track (`GroupResult.track`); the
+optional logprob parity pass classifies output divergences; traffic other than specselect's on an
+endpoint makes the pair `incomplete`. Each rule applied is written into the output.
+"""
 
 from __future__ import annotations
 
@@ -10,23 +15,34 @@ from specselect.artifacts.results import (
     EvidenceFile,
     EvidencePolicy,
     GroupResult,
-    Handoff,
-    HandoffCandidate,
-    HandoffScenario,
+    ParityPassPolicy,
     ScenarioEvidence,
     ScenarioRun,
 )
 from specselect.core.decision import DecisionResult, Thresholds, decide, summarize_verdict
-from specselect.core.evidence import SideMetrics, build_pair_evidence
-from specselect.core.status import Decision, EvidenceStatus, RunStatus
+from specselect.core.evidence import PairEvidence, SideMetrics, build_pair_evidence
+from specselect.core.status import EvidenceStatus, RunStatus
 from specselect.evidence.categories import category_breakdown
-from specselect.evidence.parity import Output, ScenarioParity, scenario_parity
+from specselect.evidence.parity import Output, ParityPolicy, ScenarioParity, scenario_parity
 from specselect.evidence.prediction import predict_speedup
 from specselect.evidence.samples import RequestKey, pair_requests, samples_from_records
 from specselect.evidence.stats import BootstrapPolicy, PairedStats, paired_stats
 from specselect.measure.types import RequestRecord
+from specselect.plan.rules import BASELINE_GROUP
 
-__all__ = ["RULE", "ScenarioKey", "assemble_evidence", "build_handoff", "outputs_for_parity"]
+__all__ = [
+    "CONTAMINATION_RULE",
+    "MISSING_UNCONTAMINATED",
+    "PARITY_PASS_RULE",
+    "RULE",
+    "TRACK_RULE",
+    "ParityLoader",
+    "ScenarioKey",
+    "assemble_evidence",
+    "baseline_logprobs",
+    "group_track",
+    "outputs_for_parity",
+]
 
 RULE = (
     "contract s5: evidence not comparable/incomplete -> not_evaluated; incomplete -> tune; quality (exact output "
@@ -35,8 +51,28 @@ RULE = (
     "reaches below the minimum -> tune (insufficient_confidence)"
 )
 
+TRACK_RULE = (
+    "contract s6: each candidate is paired with the target-only baseline of its own target (its track); raw "
+    "throughput and latency are compared only within a track, across tracks only within-pair ratios"
+)
+PARITY_PASS_RULE = (
+    "untimed pass per group and workload (one request per item, concurrency 1, top-2 logprobs); a first "
+    "divergence where the baseline's top-2 logprobs differ by less than the threshold is a near_tie "
+    "(numerics: parity inconclusive, not failed), else a real_difference; divergences in the timed records "
+    "are classified with the baseline pass's logprobs where that pass produced the same tokens up to them"
+)
+CONTAMINATION_RULE = (
+    "endpoints specselect does not own: /metrics is scraped around an idle gap before and after each scenario; "
+    "request/token counters moving while specselect sends nothing, or more finished requests than sent, mark "
+    "the scenario contaminated and its pair incomplete (missing uncontaminated_measurement; decision tune: "
+    "measure again while nothing else uses the endpoint)"
+)
+MISSING_UNCONTAMINATED = "uncontaminated_measurement"
+
 RecordsLoader = Callable[[str, str], Sequence[RequestRecord]]
 """(group, scenario) -> that scenario's raw records (warm-up included)."""
+ParityLoader = Callable[[str, str], Sequence[RequestRecord] | None]
+"""(group, workload) -> the records of that group's parity pass over the workload, or None (no pass)."""
 
 
 @dataclass(frozen=True)
@@ -76,6 +112,45 @@ def _scenario(group: GroupResult | None, scenario: str) -> ScenarioRun | None:
     return next((s for s in group.scenarios if s.scenario == scenario), None)
 
 
+def _top_values(rec: RequestRecord) -> list[list[float]] | None:
+    if not rec.logprobs:
+        return None
+    return [[v for _, v in lp.top if v is not None] for lp in rec.logprobs]
+
+
+def baseline_logprobs(
+    timed: Mapping[RequestKey, Output], parity_pass: Sequence[RequestRecord]
+) -> dict[RequestKey, list[list[float]]]:
+    """Top logprobs of the baseline's parity pass, per timed request, up to the first position where the pass
+    took another token than the timed output (beyond it the logprobs describe a different continuation)."""
+    by_item: dict[str, tuple[list[int], list[list[float]]]] = {}
+    for rec in parity_pass:
+        tops = _top_values(rec)
+        if rec.ok and not rec.warmup and rec.output_token_ids is not None and tops is not None:
+            by_item.setdefault(rec.item_id, (list(rec.output_token_ids), tops))
+    out: dict[RequestKey, list[list[float]]] = {}
+    for key, output in timed.items():
+        if output is None or isinstance(output, str) or key[0] not in by_item:
+            continue
+        ids, tops = by_item[key[0]]
+        same = next(
+            (i for i, (a, b) in enumerate(zip(output, ids, strict=False)) if a != b), min(len(output), len(ids))
+        )
+        out[key] = tops[: same + 1]
+    return out
+
+
+def _parity_pass(
+    base: Sequence[RequestRecord] | None, cand: Sequence[RequestRecord] | None, policy: ParityPolicy
+) -> ScenarioParity | None:
+    if not base or not cand:
+        return None
+    tokens = _has_token_ids(base) and _has_token_ids(cand)
+    base_out = outputs_for_parity(base, tokens=tokens)
+    lp = baseline_logprobs(base_out, base) if tokens else None
+    return scenario_parity(base_out, outputs_for_parity(cand, tokens=tokens), baseline_top_logprobs=lp, policy=policy)
+
+
 def _side(group: GroupResult | None, run: ScenarioRun | None, *, role: str, quality_ok: bool | None) -> SideMetrics:
     status = group.run_status if group is not None else RunStatus.SKIPPED
     if (
@@ -87,9 +162,13 @@ def _side(group: GroupResult | None, run: ScenarioRun | None, *, role: str, qual
         status = RunStatus.FAILED
     summary = run.summary if run is not None else None
     telemetry = run.telemetry if run is not None else None
-    active: bool | None = None
-    if role == "candidate" and telemetry is not None and telemetry.source != "not_exported":
-        active = bool((telemetry.drafts or 0) > 0 or (telemetry.draft_tokens or 0) > 0)
+    proposals: bool | None = None
+    if telemetry is not None and telemetry.source != "not_exported":
+        proposals = bool((telemetry.drafts or 0) > 0 or (telemetry.draft_tokens or 0) > 0)
+    path = group.execution_path if group else None
+    if role == "baseline" and proposals:
+        # A "baseline" whose engine reports proposals (an endpoint configured with speculation) is not target-only.
+        path = "speculative"
     return SideMetrics.model_validate(
         {
             "role": role,
@@ -97,54 +176,95 @@ def _side(group: GroupResult | None, run: ScenarioRun | None, *, role: str, qual
             "target_snapshot": group.target_snapshot if group else None,
             "workload_key": run.workload_identity.key if run else None,
             "sampling_key": summary.sampling_key if summary else None,
-            "execution_path": group.execution_path if group else None,
+            "execution_path": path,
             "throughput_tokens_per_s": summary.output_throughput_tok_s if summary else None,
             "ttft_p95_ms": summary.ttft_ms.p95 if summary else None,
             "e2e_p95_ms": summary.e2e_ms.p95 if summary else None,
-            "peak_memory_mb": run.peak_memory.mb if run and run.peak_memory else None,
+            "peak_memory_mb": run.peak_memory_mb if run else None,
             "quality_ok": quality_ok,
-            "mechanism_active": active,
+            "mechanism_active": proposals if role == "candidate" else None,
         }
     )
 
 
+def _contamination(base_run: ScenarioRun | None, cand_run: ScenarioRun | None) -> tuple[str, ...]:
+    return tuple(
+        f"{role}: {run.traffic.reason}"
+        for role, run in (("baseline", base_run), ("candidate", cand_run))
+        if run is not None and run.traffic is not None and run.traffic.contaminated
+    )
+
+
+def _untrusted(evidence: PairEvidence, reasons: Sequence[str]) -> PairEvidence:
+    """Comparable/incomplete evidence measured under other traffic becomes incomplete (stronger states stay)."""
+    if not reasons or evidence.evidence_status is EvidenceStatus.NOT_EVALUATED:
+        return evidence
+    sides = [r.split(":", 1)[0] for r in reasons]
+    status = evidence.evidence_status
+    if status is EvidenceStatus.COMPARABLE:
+        status = EvidenceStatus.INCOMPLETE
+    return PairEvidence(
+        evidence_status=status,
+        mismatches=evidence.mismatches,
+        missing_evidence=tuple(dict.fromkeys((*evidence.missing_evidence, MISSING_UNCONTAMINATED))),
+        missing_detail=tuple(
+            dict.fromkeys((*evidence.missing_detail, *(f"{side}.{MISSING_UNCONTAMINATED}" for side in sides)))
+        ),
+        candidate_run_status=evidence.candidate_run_status,
+    )
+
+
+@dataclass(frozen=True)
+class _Inputs:
+    load_records: RecordsLoader
+    load_parity: ParityLoader | None
+    thresholds: Thresholds
+    bootstrap: BootstrapPolicy
+    parity: ParityPolicy
+
+
 def _evaluate(
-    base_group: GroupResult,
+    base_group: GroupResult | None,
     cand_group: GroupResult,
     key: ScenarioKey,
     *,
-    load_records: RecordsLoader,
+    track: str,
     categories: Mapping[str, str | None],
-    thresholds: Thresholds,
-    bootstrap: BootstrapPolicy,
+    inputs: _Inputs,
 ) -> tuple[ScenarioEvidence, bool]:
     base_run = _scenario(base_group, key.name)
     cand_run = _scenario(cand_group, key.name)
     parity: ScenarioParity | None = None
+    pass_parity: ScenarioParity | None = None
     stats: PairedStats | None = None
     used_tokens = False
     prediction = None
     breakdown = None
     both = (
-        base_run is not None
+        base_group is not None
+        and base_run is not None
         and cand_run is not None
         and base_run.status == "completed"
         and cand_run.status == "completed"
         and base_group.run_status == RunStatus.COMPLETED
         and cand_group.run_status == RunStatus.COMPLETED
     )
-    if both:
-        base_records = load_records(base_group.group, key.name)
-        cand_records = load_records(cand_group.group, key.name)
+    if both and base_group is not None:
+        base_records = inputs.load_records(base_group.group, key.name)
+        cand_records = inputs.load_records(cand_group.group, key.name)
         # Token ids when both sides have them (exact), otherwise characters (stated in the policy).
         used_tokens = _has_token_ids(base_records) and _has_token_ids(cand_records)
         base_out = outputs_for_parity(base_records, tokens=used_tokens)
         cand_out = outputs_for_parity(cand_records, tokens=used_tokens)
-        parity = scenario_parity(base_out, cand_out)
+        base_pass = inputs.load_parity(base_group.group, key.workload) if inputs.load_parity else None
+        cand_pass = inputs.load_parity(cand_group.group, key.workload) if inputs.load_parity else None
+        logprobs = baseline_logprobs(base_out, base_pass) if base_pass and used_tokens else None
+        parity = scenario_parity(base_out, cand_out, baseline_top_logprobs=logprobs, policy=inputs.parity)
+        pass_parity = _parity_pass(base_pass, cand_pass, inputs.parity)
         pairing = pair_requests(
             samples_from_records(base_records, categories), samples_from_records(cand_records, categories)
         )
-        stats = paired_stats(pairing.pairs, bootstrap)
+        stats = paired_stats(pairing.pairs, inputs.bootstrap)
         telemetry = cand_run.telemetry if cand_run else None
         prediction = predict_speedup(
             pairing.pairs,
@@ -152,11 +272,12 @@ def _evaluate(
             num_drafts=telemetry.drafts if telemetry else None,
         )
         if any(categories.values()):
-            breakdown = category_breakdown(pairing.pairs, categories=categories, policy=bootstrap)
+            breakdown = category_breakdown(pairing.pairs, categories=categories, policy=inputs.bootstrap)
     baseline = _side(base_group, base_run, role="baseline", quality_ok=True if both else None)
     candidate = _side(cand_group, cand_run, role="candidate", quality_ok=parity.quality_ok if parity else None)
-    evidence = build_pair_evidence(baseline, candidate)
-    decision: DecisionResult = decide(evidence, thresholds, stats.speedup_interval if stats else None)
+    contamination = _contamination(base_run, cand_run)
+    evidence = _untrusted(build_pair_evidence(baseline, candidate), contamination)
+    decision: DecisionResult = decide(evidence, inputs.thresholds, stats.speedup_interval if stats else None)
     return (
         ScenarioEvidence(
             candidate=cand_group.group,
@@ -164,7 +285,7 @@ def _evaluate(
             scenario=key.name,
             workload=key.workload,
             concurrency=key.concurrency,
-            track=base_group.group,
+            track=track,
             evidence=evidence,
             decision=decision,
             parity=parity,
@@ -172,9 +293,16 @@ def _evaluate(
             telemetry=cand_run.telemetry if cand_run else None,
             prediction=prediction,
             categories=breakdown,
+            parity_pass=pass_parity,
+            contamination=contamination,
         ),
         used_tokens,
     )
+
+
+def group_track(group: GroupResult) -> str:
+    """The track of a group: its baseline's name (results of older versions: the default track)."""
+    return group.track or (group.group if group.role == "baseline" else BASELINE_GROUP)
 
 
 def assemble_evidence(
@@ -185,26 +313,33 @@ def assemble_evidence(
     categories: Mapping[str, Mapping[str, str | None]],
     thresholds: Thresholds,
     bootstrap: BootstrapPolicy,
+    load_parity_records: ParityLoader | None = None,
+    parity_pass: ParityPassPolicy | None = None,
 ) -> EvidenceFile:
-    """Paired evidence and a decision for every candidate x scenario, against the target-only baseline.
+    """Paired evidence and a decision for every candidate x scenario, against its own track's baseline.
 
-    `categories[workload][item_id]` gives per-item categories for the per-category breakdown.
+    `categories[workload][item_id]` gives per-item categories for the per-category breakdown;
+    `load_parity_records` reads the parity pass (see `PARITY_PASS_RULE`), whose policy `parity_pass` states.
     """
-    baseline = next(g for g in groups if g.role == "baseline")
+    baselines = {g.group: g for g in groups if g.role == "baseline"}
+    threshold = parity_pass.near_tie_threshold_nats if parity_pass else ParityPolicy().near_tie_threshold_nats
+    inputs = _Inputs(
+        load_records, load_parity_records, thresholds, bootstrap, ParityPolicy(near_tie_threshold_nats=threshold)
+    )
     entries: list[ScenarioEvidence] = []
     all_tokens = True
     for group in groups:
         if group.role != "candidate":
             continue
+        track = group_track(group)
         for key in scenarios:
             entry, used_tokens = _evaluate(
-                baseline,
+                baselines.get(track),
                 group,
                 key,
-                load_records=load_records,
+                track=track,
                 categories=categories.get(key.workload, {}),
-                thresholds=thresholds,
-                bootstrap=bootstrap,
+                inputs=inputs,
             )
             all_tokens = all_tokens and (used_tokens or entry.parity is None)
             entries.append(entry)
@@ -213,84 +348,17 @@ def assemble_evidence(
         for group in groups
         if group.role == "candidate"
     }
+    checked = any(s.traffic is not None for g in groups for s in g.scenarios)
     return EvidenceFile(
         policy=EvidencePolicy(
             thresholds=thresholds,
             bootstrap=bootstrap,
             parity_unit="tokens" if all_tokens else "characters",
             rule=RULE,
+            parity_pass=parity_pass,
+            track_rule=TRACK_RULE,
+            contamination_rule=CONTAMINATION_RULE if checked else None,
         ),
         entries=tuple(entries),
         verdicts=verdicts,
-    )
-
-
-def _handoff_candidate(entry: ScenarioEvidence, group: GroupResult) -> HandoffCandidate:
-    interval = entry.decision.confidence.interval
-    scenario_run = _scenario(group, entry.scenario)
-    return HandoffCandidate(
-        candidate=entry.candidate,
-        family=entry.family,
-        method=group.method,
-        decision=entry.decision.decision.value,
-        reason=entry.decision.reason,
-        confidence=entry.decision.confidence.status,
-        throughput_speedup=entry.evidence.throughput_speedup,
-        speedup_low=interval.low if interval else None,
-        speedup_high=interval.high if interval else None,
-        ttft_ratio=entry.evidence.ttft_ratio,
-        e2e_p95_ratio=entry.evidence.e2e_p95_ratio,
-        peak_memory_mb=entry.evidence.candidate_peak_memory_mb,
-        parity=entry.parity.verdict.value if entry.parity else None,
-        acceptance_rate=entry.telemetry.acceptance_rate if entry.telemetry else None,
-        mean_acceptance_length=entry.telemetry.mean_acceptance_length if entry.telemetry else None,
-        telemetry_source=entry.telemetry.source if entry.telemetry else None,
-        speculative_config=group.launch.speculative_config if group.launch else None,
-        proposer_snapshot=group.proposer_snapshot if scenario_run is not None else None,
-    )
-
-
-def build_handoff(
-    evidence: EvidenceFile,
-    groups: Sequence[GroupResult],
-    scenarios: Sequence[ScenarioKey],
-    *,
-    label: str,
-    plan_hash: str,
-    engine_kind: str,
-    target_ref: str,
-) -> Handoff:
-    """Only completed + comparable candidates, per scenario, with the rule; recommends the safest accept."""
-    by_name = {g.group: g for g in groups}
-    baseline = next(g for g in groups if g.role == "baseline")
-    out: list[HandoffScenario] = []
-    for key in scenarios:
-        chosen: list[HandoffCandidate] = []
-        for entry in evidence.entries:
-            group = by_name[entry.candidate]
-            if entry.scenario != key.name or group.run_status != RunStatus.COMPLETED:
-                continue
-            if entry.evidence.evidence_status != EvidenceStatus.COMPARABLE:
-                continue
-            chosen.append(_handoff_candidate(entry, group))
-        accepted = [c for c in chosen if c.decision == Decision.ACCEPT.value]
-        best = max(accepted, key=lambda c: (c.speedup_low or 0.0, c.throughput_speedup or 0.0), default=None)
-        out.append(
-            HandoffScenario(
-                scenario=key.name,
-                workload=key.workload,
-                concurrency=key.concurrency,
-                candidates=tuple(chosen),
-                recommended=best.candidate if best else None,
-            )
-        )
-    return Handoff(
-        label=label,
-        plan_hash=plan_hash,
-        engine_kind=engine_kind,
-        engine_version=baseline.engine_version,
-        target_ref=target_ref,
-        target_snapshot=baseline.target_snapshot,
-        rule=RULE,
-        scenarios=tuple(out),
     )

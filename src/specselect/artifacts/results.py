@@ -5,7 +5,7 @@ Every document carries `schema_version`, the tool name and version; renderers re
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -17,6 +17,9 @@ from specselect.core.evidence import PairEvidence
 from specselect.core.status import RunStatus
 from specselect.engines.base import ReleaseCheck, SanityResult
 from specselect.engines.hostinfo import HostInfo
+from specselect.engines.openai.probe import EndpointProbe
+from specselect.engines.openai.traffic import TrafficCheck
+from specselect.engines.sglang.probe import SglangCapabilities
 from specselect.engines.telemetry import SpecTelemetry
 from specselect.engines.vllm.probe import EngineCapabilities
 from specselect.evidence.categories import CategoryBreakdown
@@ -37,9 +40,12 @@ __all__ = [
     "Handoff",
     "HandoffCandidate",
     "HandoffScenario",
+    "HandoffTrack",
     "LaunchRecord",
     "Manifest",
     "ManifestGroup",
+    "ParityPassPolicy",
+    "ParityPassRun",
     "PreflightFile",
     "ScenarioEvidence",
     "ScenarioRun",
@@ -77,14 +83,19 @@ class PreflightFile(_Doc):
     host: HostInfo
     engine_kind: str
     engine_python: str | None
-    engine: EngineCapabilities | None
-    target: ResolvedModel
+    engine: Annotated[EngineCapabilities | SglangCapabilities, Field(discriminator="kind")] | None
+    target: ResolvedModel | None
+    """The default track's resolved target; None for kind "openai" (the endpoints report their identity)."""
     proposers: dict[str, ResolvedModel | None]
     """Candidate name -> its resolved proposer (None when it could not be resolved)."""
     workloads: dict[str, WorkloadIdentity]
     audit: tuple[AuditFinding, ...]
     label_existed: bool
     seconds: float
+    tracks: dict[str, ResolvedModel] = Field(default_factory=dict)
+    """Track (its baseline group's name) -> resolved target, for every track of launched engines."""
+    endpoints: dict[str, EndpointProbe] = Field(default_factory=dict)
+    """Kind "openai": group name -> what its endpoint reported when probed."""
 
 
 class AdmissionFile(_Doc):
@@ -123,6 +134,45 @@ class ScenarioRun(BaseModel):
     records_path: str | None = None
     records_sha256: str | None = None
     n_records: int = 0
+    peak_memory_source: Literal["measured", "declared", "not_available"] | None = None
+    """measured: `peak_memory` was sampled; declared: the operator's `endpoint.peak_memory_mb`; not_available:
+    nothing could be sampled (an endpoint specselect does not own) and nothing was declared."""
+    declared_peak_memory_mb: float | None = None
+    traffic: TrafficCheck | None = None
+    """Kind "openai": whether other traffic hit the endpoint around or during this scenario."""
+
+    @property
+    def peak_memory_mb(self) -> float | None:
+        """The peak memory evidence uses: sampled, else declared by the operator, else None."""
+        if self.peak_memory is not None and self.peak_memory.mb is not None:
+            return self.peak_memory.mb
+        return self.declared_peak_memory_mb
+
+
+class ParityPassRun(BaseModel):
+    """The untimed parity pass over one workload: concurrency 1, top-2 logprobs, at most one request per item.
+
+    Its records (`records/<group>/<workload>-c1.parity.jsonl`) never enter timing statistics.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    workload: str
+    scenario: str
+    """The records' scenario name, `<workload>-c1.parity`."""
+    status: Literal["completed", "failed", "not_needed"]
+    """not_needed: a candidate whose timed outputs all equal its baseline's has no divergence to classify."""
+    reason: str | None = None
+    items: tuple[str, ...] | None = None
+    """The items sent; None = every item (a baseline's pass). A candidate sends only the items whose timed
+    outputs differed from its baseline's."""
+    records_path: str | None = None
+    records_sha256: str | None = None
+    n_records: int = 0
+    n_ok: int = 0
+    n_with_logprobs: int = 0
+    """Successful requests that came back with logprobs (0: the engine returns none)."""
+    seconds: float | None = None
 
 
 class GroupResult(_Doc):
@@ -148,6 +198,14 @@ class GroupResult(_Doc):
     log_tail: str | None = None
     started_at: str | None = None
     finished_at: str | None = None
+    track: str | None = None
+    """The baseline group this group is paired with (a baseline: itself); None in results of older versions
+    means the default track, `g0_target_only`."""
+    target_ref: str | None = None
+    """The target reference as the plan wrote it (per track)."""
+    endpoint: EndpointProbe | None = None
+    """Kind "openai": the endpoint measured and what it reported (identity, engine version, metrics)."""
+    parity_passes: tuple[ParityPassRun, ...] = ()
 
     @property
     def complete(self) -> bool:
@@ -172,6 +230,8 @@ class ManifestGroup(BaseModel):
     summary_sha256: str | None = None
     log: str | None = None
     records: tuple[str, ...] = ()
+    track: str | None = None
+    parity_records: tuple[str, ...] = ()
 
 
 class Manifest(_Doc):
@@ -194,6 +254,20 @@ class Manifest(_Doc):
     """Relative path -> sha256 of every result file written so far (verified by `specselect verify`)."""
 
 
+class ParityPassPolicy(BaseModel):
+    """How the optional logprob parity pass ran and how it classifies first divergences."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    mode: Literal["auto", "off"]
+    ran: bool
+    """False when off, or auto at a temperature above 0 (outputs are sampled: no exact parity)."""
+    concurrency: int = 1
+    logprobs: int = 2
+    near_tie_threshold_nats: float
+    rule: str
+
+
 class EvidencePolicy(BaseModel):
     """The rules applied to turn measurements into decisions."""
 
@@ -203,6 +277,9 @@ class EvidencePolicy(BaseModel):
     bootstrap: BootstrapPolicy
     parity_unit: Literal["tokens", "characters"]
     rule: str
+    parity_pass: ParityPassPolicy | None = None
+    track_rule: str | None = None
+    contamination_rule: str | None = None
 
 
 class ScenarioEvidence(BaseModel):
@@ -223,6 +300,11 @@ class ScenarioEvidence(BaseModel):
     telemetry: SpecTelemetry | None = None
     prediction: SpeedupPrediction | None = None
     categories: CategoryBreakdown | None = None
+    parity_pass: ScenarioParity | None = None
+    """Baseline vs candidate in the untimed logprob pass (concurrency 1), divergences classified."""
+    contamination: tuple[str, ...] = ()
+    """Why this pair's measurements are not trusted: other traffic hit an endpoint (then evidence is
+    `incomplete`, missing `uncontaminated_measurement`)."""
 
 
 class EvidenceFile(_Doc):
@@ -256,6 +338,8 @@ class HandoffCandidate(BaseModel):
     telemetry_source: str | None
     speculative_config: dict[str, Any] | None
     proposer_snapshot: str | None
+    track: str = "g0_target_only"
+    """The baseline this candidate was paired with: compare only its ratios with other tracks' ratios."""
 
 
 class HandoffScenario(BaseModel):
@@ -271,6 +355,20 @@ class HandoffScenario(BaseModel):
     """The accepted candidate with the highest speedup lower bound; None keeps the target-only baseline."""
 
 
+class HandoffTrack(BaseModel):
+    """One target with its own target-only baseline."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    """The track's baseline group (`g0_target_only` for the plan's own target)."""
+    target_ref: str | None
+    target_snapshot: str
+    engine_version: str | None
+    baseline_status: str
+    candidates: tuple[str, ...]
+
+
 class Handoff(_Doc):
     """`handoff.json`: only completed + comparable candidates, per scenario, with identities and the rule."""
 
@@ -282,3 +380,5 @@ class Handoff(_Doc):
     target_snapshot: str
     rule: str
     scenarios: tuple[HandoffScenario, ...]
+    tracks: tuple[HandoffTrack, ...] = ()
+    track_rule: str | None = None

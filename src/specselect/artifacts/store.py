@@ -26,6 +26,8 @@ def load_document(path: Path, model: type[M]) -> M:
         raise ResultsError("missing result file", location=str(path), fix="run `specselect run` first") from exc
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ResultsError(f"not a readable JSON result file ({exc})", location=str(path)) from exc
+    except RecursionError:
+        raise ResultsError("not a readable JSON result file (nested too deeply)", location=str(path)) from None
     if not isinstance(raw, dict) or raw.get("tool", "specselect") != "specselect" or "schema_version" not in raw:
         raise ResultsError(
             "not a specselect result file (no schema_version / tool)",

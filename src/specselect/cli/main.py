@@ -33,6 +33,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "specselect.cli.setup",
     "specselect.cli.probe",
     "specselect.cli.run",
+    "specselect.cli.report",
+    "specselect.cli.verify",
 )
 """Each module defines `register(subparsers)`, which adds its sub-parser with `handler=<function(args) -> int>`."""
 

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from specselect.engines.vllm.envsetup import default_home
+from specselect.report import write_reports
 from specselect.report.console import admission_table, decision_table, groups_table, make_console
 from specselect.runner.progress import make_progress
 from specselect.runner.run import RunOptions, RunOutcome, run_plan
@@ -64,8 +65,11 @@ def run(args: argparse.Namespace) -> int:
         command=("specselect", *sys.argv[1:]),
     )
     outcome = run_plan(opts, progress)
+    reports = None if args.dry_run else write_reports(outcome.layout.root)
     if args.json:
-        print(json.dumps(summary_json(outcome), indent=2))
+        doc = summary_json(outcome)
+        doc["reports"] = [str(p) for p in reports] if reports else []
+        print(json.dumps(doc, indent=2))
         return 0
     if args.quiet:
         return 0
@@ -80,4 +84,6 @@ def run(args: argparse.Namespace) -> int:
         for cand, verdict in outcome.evidence.verdicts.items():
             console.print(f"  {cand}: {verdict}")
     console.print(f"results: {outcome.layout.root}")
+    if reports:
+        console.print(f"report:  {reports[0]}  (Markdown: {reports[1]})")
     return 0

@@ -25,7 +25,7 @@ def run(args: argparse.Namespace) -> int:
     """Validate `args.plan`; a PlanError propagates to the CLI's error handler."""
     loaded = load_plan(args.plan)
     plan = loaded.plan
-    candidates = len(plan.groups) - 1
+    candidates = sum(not g.is_baseline for g in plan.groups)
     print(
         f"OK {loaded.source}: plan {plan.label!r} is valid: baseline + {candidates} "
         f"candidate{'s' if candidates != 1 else ''}, {len(plan.workloads)} "

@@ -31,6 +31,16 @@ _ENGINES: Mapping[str, EngineEntry] = MappingProxyType(
             attribute="VllmEngine",
             install_hint="specselect setup  (installs the managed CPU vLLM environment)",
         ),
+        "sglang": EngineEntry(
+            module="specselect.engines.sglang.engine",
+            attribute="SglangEngine",
+            install_hint="pip install sglang into a CUDA environment and set engine.python to its python",
+        ),
+        "openai": EngineEntry(
+            module="specselect.engines.openai.engine",
+            attribute="OpenAIEndpointEngine",
+            install_hint="nothing to install: kind 'openai' measures servers you already run",
+        ),
     }
 )
 

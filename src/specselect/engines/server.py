@@ -23,10 +23,11 @@ from typing import Any
 
 import psutil
 
+from specselect.artifacts.io import atomic_write_bytes
 from specselect.engines.base import ReleaseCheck, RunningServer
 from specselect.engines.localnet import local_request, pick_free_port, port_is_free, url_host
 from specselect.engines.redaction import redact_argv, redact_text, secret_values
-from specselect.errors import ServerCrashedError, ServerStartError, ServerTimeoutError
+from specselect.errors import ArtifactError, ServerCrashedError, ServerStartError, ServerTimeoutError
 
 __all__ = ["ServerProcess", "cache_env", "read_log_tail"]
 
@@ -380,3 +381,19 @@ class ServerProcess(AbstractContextManager[RunningServer]):
                 leftover_pids=tuple(leftovers),
             )
             self._proc = None
+            self._redact_log()
+
+    def _redact_log(self) -> None:
+        """Rewrite the finished server's log without secrets: it lives under the results directory."""
+        try:
+            data = self._log_path.read_bytes()
+        except OSError:
+            return
+        text = data.decode("utf-8", errors="surrogateescape")
+        clean = redact_text(text, self._secrets)
+        if clean == text:
+            return
+        cleaned = clean.encode("utf-8", errors="surrogateescape")
+        with contextlib.suppress(ArtifactError):
+            atomic_write_bytes(self._log_path, cleaned)
+        self._log_offset = min(self._log_offset, len(cleaned))

@@ -7,6 +7,7 @@ null: acceptance is never inferred from latency.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
@@ -127,6 +128,12 @@ def _delta(before: MetricsSnapshot, after: MetricsSnapshot, base: str, model_nam
     out: dict[str, int] = {}
     for key, value in end.items():
         diff = value - start.get(key, 0.0)
+        if not math.isfinite(diff):
+            raise ProtocolError(
+                f"counter {base} is not a finite count ({start.get(key)} -> {value})",
+                location="/metrics",
+                fix="check the server's metrics endpoint",
+            )
         if diff < 0:
             raise ProtocolError(
                 f"counter {base} went backwards ({start.get(key)} -> {value}): the server restarted between scrapes",
@@ -147,8 +154,20 @@ def spec_decode_delta(before: MetricsSnapshot, after: MetricsSnapshot, model_nam
         return SpecDecodeCounters(model_name=model_name, exported=False)
     positions: tuple[int, ...] | None = None
     if per_pos:
-        indexed = sorted((int(k.split("=", 1)[1]), v) for k, v in per_pos.items() if k.startswith("position="))
-        positions = tuple(v for _, v in indexed)
+        indexed: list[tuple[int, int]] = []
+        for key, value in per_pos.items():
+            labels = dict(part.split("=", 1) for part in key.split(",") if "=" in part)
+            position = labels.get("position")
+            if position is None:
+                continue
+            if not position.isdigit():
+                raise ProtocolError(
+                    f"counter {SPEC_DECODE_METRICS['per_position']} has position label {position[:40]!r}, not a number",
+                    location="/metrics",
+                    fix="check the server's metrics endpoint",
+                )
+            indexed.append((int(position), value))
+        positions = tuple(v for _, v in sorted(indexed))
     return SpecDecodeCounters(
         model_name=model_name,
         exported=True,

@@ -15,8 +15,9 @@ from specselect.plan.loader import (
     parse_plan_text,
 )
 from specselect.plan.model import PLAN_SCHEMA_VERSION, Plan, canonical_json
+from specselect.plan.overrides import EndpointConfig, TargetOverride, effective_target
 from specselect.plan.problems import PlanProblem
-from specselect.plan.rules import BASELINE_FAMILY, BASELINE_GROUP
+from specselect.plan.rules import BASELINE_FAMILY, BASELINE_GROUP, TRACK_SEPARATOR
 from specselect.plan.sections import (
     MANAGED_ENVIRONMENTS,
     EngineConfig,
@@ -25,6 +26,7 @@ from specselect.plan.sections import (
     TargetConfig,
     ThresholdsConfig,
 )
+from specselect.plan.tracks import Track
 
 __all__ = [
     "BASELINE_FAMILY",
@@ -34,7 +36,9 @@ __all__ = [
     "MAX_PLAN_BYTES",
     "PLAN_SCHEMA_VERSION",
     "REFUSED_OPTION_KEYS",
+    "TRACK_SEPARATOR",
     "Candidate",
+    "EndpointConfig",
     "EngineConfig",
     "LoadedPlan",
     "Plan",
@@ -42,10 +46,13 @@ __all__ = [
     "RunConfig",
     "SamplingConfig",
     "TargetConfig",
+    "TargetOverride",
     "ThresholdsConfig",
+    "Track",
     "builtin_plan_names",
     "builtin_plan_text",
     "canonical_json",
+    "effective_target",
     "load_plan",
     "parse_plan_text",
 ]

@@ -9,12 +9,15 @@ from types import MappingProxyType
 from typing import Annotated, Any
 
 from packaging.version import InvalidVersion, Version
-from pydantic import Field, Strict, field_validator, model_validator
+from pydantic import Field, Strict, ValidatorFunctionWrapHandler, field_validator, model_validator
 
 from specselect.core.families import AssetKind, UnknownFamilyError, classify_family, normalize_family_name
+from specselect.plan.overrides import EndpointConfig, TargetOverride
 from specselect.plan.rules import (
     BASELINE_FAMILY,
     BASELINE_GROUP,
+    TRACK_BASELINE_PATTERN,
+    TRACK_SEPARATOR,
     NameStr,
     check_engine_args,
     check_env_table,
@@ -35,6 +38,7 @@ REFUSED_OPTION_KEYS: Mapping[str, str] = MappingProxyType(
 )
 """Option keys that have their own candidate field or belong to the engine -> the fix."""
 
+_TRACK_BASELINE_RE = re.compile(TRACK_BASELINE_PATTERN)
 _OPTION_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _POSITIVE_INT_OPTIONS = ("prompt_lookup_min", "prompt_lookup_max", "draft_tensor_parallel_size")
 _BOOL_OPTIONS = ("use_heterogeneous_vocab",)
@@ -113,13 +117,29 @@ class Candidate(PlanSection):
     )
     engine_args: tuple[Annotated[str, Strict()], ...] = Field(default=(), description="extra engine args, this group")
     env: dict[Annotated[str, Strict()], Annotated[str, Strict()]] = Field(default_factory=dict)
+    target: TargetOverride | None = Field(
+        default=None, description="run this group on another target (its own track, with its own baseline)"
+    )
+    endpoint: EndpointConfig | None = Field(
+        default=None, description='kind = "openai": the running server this group measures'
+    )
 
     @model_validator(mode="before")
     @classmethod
     def _baseline_family_default(cls, data: Any) -> Any:
-        if isinstance(data, dict) and data.get("name") == BASELINE_GROUP and "family" not in data:
-            return {**data, "family": BASELINE_FAMILY}
+        if isinstance(data, dict) and "family" not in data and isinstance(data.get("name"), str):
+            name = data["name"]
+            if name == BASELINE_GROUP or _TRACK_BASELINE_RE.match(name):
+                return {**data, "family": BASELINE_FAMILY}
         return data
+
+    @field_validator("name", mode="wrap")
+    @classmethod
+    def _track_baseline_name(cls, value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        # `@` is refused in every other name, so a track baseline can never collide with a candidate.
+        if isinstance(value, str) and _TRACK_BASELINE_RE.match(value):
+            return value
+        return handler(value)
 
     @field_validator("family")
     @classmethod
@@ -168,7 +188,7 @@ class Candidate(PlanSection):
         if self.is_baseline:
             if self.family != BASELINE_FAMILY:
                 raise rule_error(
-                    f"{BASELINE_GROUP} is the reserved name of the target-only baseline",
+                    f"{self.name} is the reserved name of the target-only baseline",
                     f'rename this candidate, or set family = "{BASELINE_FAMILY}" to declare the baseline',
                     field="name",
                 )
@@ -185,6 +205,18 @@ class Candidate(PlanSection):
                         f"remove {name}; settings shared by every group go in [engine]",
                         field=name,
                     )
+            if self.is_track_baseline and self.target is None:
+                raise rule_error(
+                    f"{self.name} is the baseline of another target's track and needs that target",
+                    "add target = { model = ... } (the target its candidates run on)",
+                    field="target",
+                )
+            if not self.is_track_baseline and self.target is not None:
+                raise rule_error(
+                    f"{BASELINE_GROUP} runs the plan's [target]",
+                    f"remove target, or name this baseline {BASELINE_GROUP}{TRACK_SEPARATOR}NAME for another track",
+                    field="target",
+                )
             return self
         if self.family == BASELINE_FAMILY:
             raise rule_error(
@@ -205,8 +237,13 @@ class Candidate(PlanSection):
 
     @property
     def is_baseline(self) -> bool:
-        """True for the target-only baseline group."""
-        return self.name == BASELINE_GROUP
+        """True for a target-only baseline group (the default one or a track's)."""
+        return self.name == BASELINE_GROUP or self.is_track_baseline
+
+    @property
+    def is_track_baseline(self) -> bool:
+        """True for the baseline of another target's track (`g0_target_only@NAME`)."""
+        return self.name.startswith(BASELINE_GROUP + TRACK_SEPARATOR)
 
     @classmethod
     def implicit_baseline(cls) -> Candidate:

@@ -10,7 +10,8 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, Strict, field_validator, model_validator
 
 from specselect.plan.candidates import Candidate
-from specselect.plan.rules import NAME_FIX, NAME_PATTERN, NameStr, rule_error
+from specselect.plan.overrides import effective_target
+from specselect.plan.rules import BASELINE_GROUP, NAME_FIX, NAME_PATTERN, TRACK_SEPARATOR, NameStr, rule_error
 from specselect.plan.sections import (
     EngineConfig,
     PlanSection,
@@ -19,6 +20,7 @@ from specselect.plan.sections import (
     TargetConfig,
     ThresholdsConfig,
 )
+from specselect.plan.tracks import Track, compute_tracks, target_key
 
 __all__ = ["PLAN_SCHEMA_VERSION", "Plan", "canonical_json"]
 
@@ -96,18 +98,127 @@ class Plan(PlanSection):
             first[candidate.name] = index
         return self
 
+    @model_validator(mode="after")
+    def _tracks(self) -> Plan:
+        default = target_key(self.target)
+        seen: dict[str, int] = {}
+        for index, cand in enumerate(self.candidates):
+            if not cand.is_track_baseline:
+                continue
+            key = target_key(effective_target(self.target, cand.target))
+            where = ("candidates", index, "target")
+            if key == default:
+                raise rule_error(
+                    f"{cand.name} runs the plan's own [target]: that is the default baseline {BASELINE_GROUP}",
+                    "remove this entry, or give it the target of another track",
+                    field=where,
+                )
+            if key in seen:
+                other = self.candidates[seen[key]].name
+                raise rule_error(
+                    f"{cand.name} and {other} are baselines of the same target",
+                    "keep one baseline per target",
+                    field=where,
+                )
+            seen[key] = index
+        for track in self.tracks:
+            if track.declared and not track.is_default and not track.members:
+                index = self.candidates.index(track.baseline)
+                raise rule_error(
+                    f"no candidate runs on the target of {track.name}",
+                    "give a candidate the same target, or remove this baseline",
+                    field=("candidates", index, "name"),
+                )
+        return self
+
+    @model_validator(mode="after")
+    def _endpoints(self) -> Plan:
+        if self.engine.kind != "openai":
+            for index, cand in enumerate(self.candidates):
+                if cand.endpoint is not None:
+                    raise rule_error(
+                        f"endpoint applies to kind = 'openai' only (this plan launches {self.engine.kind} servers)",
+                        'remove endpoint, or set [engine] kind = "openai" to measure servers you run yourself',
+                        field=("candidates", index, "endpoint"),
+                    )
+            return self
+        if not any(c.name == BASELINE_GROUP for c in self.candidates):
+            raise rule_error(
+                "kind = 'openai' measures servers you run: declare which one is the target-only baseline",
+                f'add [[candidates]] name = "{BASELINE_GROUP}" with endpoint = {{ base_url = ..., model = ... }}',
+                field="candidates",
+            )
+        for track in self.tracks:
+            if not track.declared:
+                raise rule_error(
+                    f"candidates {', '.join(track.members)} run on another target and need that track's baseline, "
+                    "which kind = 'openai' cannot start",
+                    f'declare [[candidates]] name = "{BASELINE_GROUP}{TRACK_SEPARATOR}NAME" with their target '
+                    "and the endpoint of a target-only server",
+                    field="candidates",
+                )
+        endpoints: dict[tuple[str, str], str] = {}
+        for index, cand in enumerate(self.candidates):
+            if cand.endpoint is None:
+                raise rule_error(
+                    "kind = 'openai': every group measures a server you run and needs its endpoint",
+                    'add endpoint = { base_url = "http://127.0.0.1:8000", model = "served-name" }',
+                    field=("candidates", index, "endpoint"),
+                )
+            for name in ("engine_args", "env"):
+                if getattr(cand, name):
+                    raise rule_error(
+                        f"kind = 'openai' starts no server: {name} does not apply",
+                        f"remove {name}; configure your server yourself",
+                        field=("candidates", index, name),
+                    )
+            key = (cand.endpoint.base_url, cand.endpoint.model)
+            if key in endpoints:
+                raise rule_error(
+                    f"{cand.name} measures the same endpoint as {endpoints[key]}: one server cannot be both",
+                    "give each group the endpoint of its own server",
+                    field=("candidates", index, "endpoint"),
+                )
+            endpoints[key] = cand.name
+        return self
+
+    @property
+    def tracks(self) -> tuple[Track, ...]:
+        """Every target with its baseline (the default `[target]` first); see `specselect.plan.tracks`."""
+        return compute_tracks(self.target, self.candidates)
+
+    def track_of(self, name: str) -> Track:
+        """The track of the group called `name` (a baseline is on its own track); KeyError if there is none."""
+        for track in self.tracks:
+            if name == track.name or name in track.members:
+                return track
+        raise KeyError(name)
+
     @property
     def baseline(self) -> Candidate:
-        """The target-only baseline group: declared explicitly or added implicitly."""
+        """The default track's target-only baseline group: declared explicitly or added implicitly."""
         for candidate in self.candidates:
-            if candidate.is_baseline:
+            if candidate.name == BASELINE_GROUP:
                 return candidate
         return Candidate.implicit_baseline()
 
     @property
     def groups(self) -> tuple[Candidate, ...]:
-        """Every group to run: the baseline first, then the candidates in file order."""
-        return (self.baseline, *(c for c in self.candidates if not c.is_baseline))
+        """Every group to run: the baseline first, then the candidates in file order, each other track's
+        baseline right before the first candidate of its track."""
+        tracks = self.tracks
+        by_member = {name: track for track in tracks for name in track.members}
+        out: list[Candidate] = [tracks[0].baseline]
+        emitted = {tracks[0].name}
+        for cand in self.candidates:
+            if cand.is_baseline:
+                continue
+            track = by_member[cand.name]
+            if track.name not in emitted:
+                out.append(track.baseline)
+                emitted.add(track.name)
+            out.append(cand)
+        return tuple(out)
 
     def group(self, name: str) -> Candidate:
         """The group called `name`; KeyError if there is none."""

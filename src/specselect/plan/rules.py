@@ -22,6 +22,8 @@ __all__ = [
     "NAME_FIX",
     "NAME_PATTERN",
     "RULE_ERROR_TYPE",
+    "TRACK_BASELINE_PATTERN",
+    "TRACK_SEPARATOR",
     "NameStr",
     "check_engine_args",
     "check_env_table",
@@ -33,6 +35,9 @@ __all__ = [
 RULE_ERROR_TYPE = "plan_rule"
 BASELINE_GROUP = "g0_target_only"
 BASELINE_FAMILY = "target_only"
+TRACK_SEPARATOR = "@"
+"""`g0_target_only@NAME` is the target-only baseline of another target's track (see `plan.tracks`)."""
+TRACK_BASELINE_PATTERN = rf"^{BASELINE_GROUP}{TRACK_SEPARATOR}[A-Za-z0-9._-]{{1,80}}$"
 
 NAME_PATTERN = r"^[A-Za-z0-9._-]+$"
 NAME_FIX = "use 1 to 100 letters, digits, '.', '_' or '-'"

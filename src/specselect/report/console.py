@@ -9,7 +9,18 @@ from rich.table import Table
 
 from specselect.artifacts.results import AdmissionFile, EvidenceFile, GroupResult, ScenarioEvidence
 
-__all__ = ["admission_table", "decision_rows", "decision_table", "fmt_ratio", "groups_table", "make_console"]
+__all__ = [
+    "DECISION_COLUMNS",
+    "REPORT_DECISION_COLUMNS",
+    "admission_table",
+    "decision_rows",
+    "decision_table",
+    "fmt_mib",
+    "fmt_ratio",
+    "groups_table",
+    "make_console",
+    "report_decision_rows",
+]
 
 
 def make_console() -> Console:
@@ -77,6 +88,32 @@ DECISION_COLUMNS = (
     "acceptance",
     "parity",
 )
+
+
+REPORT_DECISION_COLUMNS = (*DECISION_COLUMNS[:9], "peak memory", *DECISION_COLUMNS[9:])
+"""The report's decision table: `DECISION_COLUMNS` with the candidate's peak memory after the E2E p95 ratio."""
+
+
+def fmt_mib(value: float | None) -> str:
+    """`5,148 MiB`, or `-` when missing."""
+    return "-" if value is None else f"{value:,.0f} MiB"
+
+
+def _peak_memory(entry: ScenarioEvidence, groups: Sequence[GroupResult]) -> float | None:
+    if entry.evidence.candidate_peak_memory_mb is not None:
+        return entry.evidence.candidate_peak_memory_mb
+    # Not comparable: still show what the candidate's server used, when it ran that scenario.
+    group = next((g for g in groups if g.group == entry.candidate), None)
+    run = next((s for s in group.scenarios if s.scenario == entry.scenario), None) if group else None
+    return run.peak_memory.mb if run is not None and run.peak_memory is not None else None
+
+
+def report_decision_rows(evidence: EvidenceFile, groups: Sequence[GroupResult]) -> list[list[str]]:
+    """`decision_rows` with the peak-memory cell inserted (columns `REPORT_DECISION_COLUMNS`): HTML and Markdown."""
+    rows = decision_rows(evidence, groups)
+    for row, entry in zip(rows, evidence.entries, strict=True):
+        row.insert(9, fmt_mib(_peak_memory(entry, groups)))
+    return rows
 
 
 def decision_table(evidence: EvidenceFile, groups: Sequence[GroupResult]) -> Table:

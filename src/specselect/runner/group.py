@@ -1,33 +1,30 @@
-"""One group's life: start -> ready -> sanity -> warm-up + measure every scenario -> save -> stop -> released."""
+"""One group's life: start (or attach) -> ready -> sanity -> warm-up + measure every scenario -> parity pass ->
+save -> stop -> released.
+
+Launched engines (vllm, registered kinds) start one server per group; kind "openai" attaches to the
+endpoint the plan names and starts nothing (no process to stop, memory only as the operator declares it).
+"""
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
-import os
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
+from specselect.admission.capacity import Capabilities
 from specselect.admission.gather import Gathered
-from specselect.artifacts.io import atomic_write_text, sha256_file
+from specselect.artifacts.assemble import PARITY_PASS_RULE
 from specselect.artifacts.layout import RunLayout, scenario_name
-from specselect.artifacts.results import GroupResult, LaunchRecord, ScenarioRun
-from specselect.assets.memory import DEFAULT_CPU_KVCACHE_GIB
+from specselect.artifacts.results import GroupResult, LaunchRecord, ParityPassPolicy, ParityPassRun, ScenarioRun
+from specselect.artifacts.store import load_records
 from specselect.assets.refs import ResolvedModel
 from specselect.core.admission import AdmissionResult
 from specselect.core.status import RunStatus
-from specselect.engines.base import LaunchSpec, RunningServer
+from specselect.engines.base import ReleaseCheck, SanityResult
+from specselect.engines.openai.engine import OpenAIEndpointEngine
+from specselect.engines.openai.probe import EndpointProbe
 from specselect.engines.server import ServerProcess
-from specselect.engines.telemetry import (
-    MetricsSnapshot,
-    SpecTelemetry,
-    build_spec_telemetry,
-    spec_decode_delta,
-    summarize_per_request,
-)
-from specselect.engines.vllm.engine import VllmEngine
-from specselect.engines.vllm.probe import EngineCapabilities
-from specselect.engines.vllm.specconfig import build_speculative_config
 from specselect.errors import (
     ConfigError,
     EngineError,
@@ -36,26 +33,56 @@ from specselect.errors import (
     ServerStartError,
     ServerTimeoutError,
 )
-from specselect.measure import run_scenario
-from specselect.measure.memory import PeakMemorySampler
-from specselect.measure.types import CacheSaltPolicy, Endpoint, LoadShape, SamplingParams
-from specselect.plan import LoadedPlan
-from specselect.plan.candidates import Candidate
+from specselect.evidence.parity import Output
+from specselect.evidence.samples import RequestKey
+from specselect.measure.types import Endpoint
+from specselect.plan import BASELINE_FAMILY, BASELINE_GROUP, Candidate, LoadedPlan, TargetConfig
+from specselect.runner.launch import LaunchingEngine, build_launch_spec, launch_record, served_model_name, serving_of
 from specselect.runner.progress import Progress
+from specselect.runner.scenario import (
+    PARITY_LOGPROBS,
+    Serving,
+    divergent_items,
+    measure_scenario,
+    parity_scenario,
+    run_parity_pass,
+)
 from specselect.workloads.model import Workload
 
-__all__ = ["GroupInterrupted", "GroupJob", "run_group", "served_model_name"]
+__all__ = [
+    "TRAFFIC_GAP_S",
+    "GroupInterrupted",
+    "GroupJob",
+    "parity_pass_enabled",
+    "parity_policy",
+    "run_group",
+    "served_model_name",
+]
 
-BASELINE_FAMILY = "target_only"
+TRAFFIC_GAP_S = 1.0
+"""Idle gap (s) of the foreign-traffic check around each scenario on an endpoint specselect does not own."""
 
 
 @dataclass(frozen=True)
 class GroupJob:
-    """A group to run: the plan entry, and for candidates what admission decided and resolved."""
+    """A group to run: the plan entry, its track, and for candidates what admission decided and resolved."""
 
     candidate: Candidate
     admission: AdmissionResult | None
     gathered: Gathered | None
+    track: str = BASELINE_GROUP
+    """The baseline group this group is paired with (a baseline: its own name)."""
+    target_config: TargetConfig | None = None
+    """The track's target settings; None means the plan's [target]."""
+    endpoint: EndpointProbe | None = None
+    """Kind "openai": the preflight probe of this group's endpoint."""
+    skip_reason: str | None = None
+    """Record the group as skipped without running it (a track baseline with no runnable candidate)."""
+    parity: Literal["full", "divergent", "off"] = "off"
+    """The logprob parity pass: every item (a baseline), only items whose timed outputs differ from
+    `parity_reference` (a candidate), or none."""
+    parity_reference: Mapping[str, Mapping[RequestKey, Output]] = field(default_factory=dict)
+    """Scenario name -> the track baseline's timed outputs, for a candidate's `divergent` pass."""
 
     @property
     def name(self) -> str:
@@ -66,10 +93,22 @@ class GroupJob:
         return self.candidate.is_baseline
 
 
-def served_model_name(target: ResolvedModel) -> str:
-    """One served name for every group, so requests are identical across groups."""
-    ref = target.ref.removeprefix("builtin:")
-    return Path(ref).name or "target"
+def parity_pass_enabled(loaded: LoadedPlan) -> bool:
+    """The logprob parity pass runs when the plan leaves it on auto and decoding is greedy."""
+    plan = loaded.plan
+    return plan.run.parity_pass == "auto" and plan.sampling.temperature == 0
+
+
+def parity_policy(loaded: LoadedPlan) -> ParityPassPolicy:
+    """The parity pass's policy as written into evidence.json."""
+    plan = loaded.plan
+    return ParityPassPolicy(
+        mode=plan.run.parity_pass,
+        ran=parity_pass_enabled(loaded),
+        logprobs=PARITY_LOGPROBS,
+        near_tie_threshold_nats=plan.thresholds.near_tie_threshold_nats,
+        rule=PARITY_PASS_RULE,
+    )
 
 
 def _now() -> str:
@@ -90,6 +129,28 @@ def _failure_reason(exc: BaseException) -> tuple[str, str]:
     return "engine_error", "read the log tail"
 
 
+@dataclass
+class _Progressed:
+    """What a group produced so far, kept when it fails or is interrupted half-way."""
+
+    scenarios: list[ScenarioRun] = field(default_factory=list)
+    parity: list[ParityPassRun] = field(default_factory=list)
+    launch: LaunchRecord | None = None
+    sanity: SanityResult | None = None
+    proc: ServerProcess | None = None
+
+    def stop(self) -> ReleaseCheck | None:
+        return self.proc.stop() if self.proc is not None else None
+
+    def fields(self) -> dict[str, Any]:
+        return {
+            "launch": self.launch,
+            "sanity": self.sanity,
+            "scenarios": tuple(self.scenarios),
+            "parity_passes": tuple(self.parity),
+        }
+
+
 class _GroupRunner:
     def __init__(
         self,
@@ -97,11 +158,12 @@ class _GroupRunner:
         *,
         loaded: LoadedPlan,
         layout: RunLayout,
-        engine: VllmEngine,
-        caps: EngineCapabilities | None,
-        target: ResolvedModel,
+        engine: LaunchingEngine | OpenAIEndpointEngine,
+        caps: Capabilities | None,
+        target: ResolvedModel | None,
         workloads: dict[str, Workload],
         progress: Progress,
+        traffic_gap_s: float,
     ) -> None:
         self.job = job
         self.loaded = loaded
@@ -110,245 +172,186 @@ class _GroupRunner:
         self.engine = engine
         self.caps = caps
         self.target = target
+        self.target_config = job.target_config or loaded.plan.target
         self.workloads = workloads
         self.progress = progress
-        self.served = served_model_name(target)
+        self.traffic_gap_s = traffic_gap_s
 
-    # -- building blocks -------------------------------------------------------------------------------------
-
-    def speculative_config(self) -> dict[str, object] | None:
-        if self.job.is_baseline:
-            return None
+    def base_result(self) -> dict[str, Any]:
         cand = self.job.candidate
         gathered = self.job.gathered
-        proposer = gathered.proposer.path if gathered and gathered.proposer else None
-        return build_speculative_config(
-            cand.family,
-            gathered.method if gathered else cand.method,
-            cand.num_speculative_tokens,
-            proposer,
-            cand.options,
-            location=f"{self.loaded.source}: candidates.{cand.name}",
-        )
-
-    def launch_spec(self) -> LaunchSpec:
-        eng = self.plan.engine
-        cand = self.job.candidate
-        spec_config = self.speculative_config()
-        return LaunchSpec(
-            group=cand.name,
-            model_path=self.target.path,
-            served_model_name=self.served,
-            dtype=self.plan.target.dtype,
-            max_model_len=self.plan.target.max_model_len,
-            engine_args=(*eng.args, *cand.engine_args),
-            tensor_parallel_size=eng.tensor_parallel_size,
-            pipeline_parallel_size=eng.pipeline_parallel_size,
-            data_parallel_size=eng.data_parallel_size,
-            distributed_executor_backend=eng.distributed_executor_backend,
-            env=self.server_env(),
-            host=eng.host,
-            port=eng.port,
-            speculative_config=spec_config,
-            per_request_spec_metrics=bool(spec_config) and bool(self.caps and self.caps.per_request_spec_metrics_flag),
-            disable_prefix_caching=self.plan.run.prefix_cache == "disabled",
-            api_key_env=eng.api_key_env,
-            startup_timeout_s=eng.startup_timeout_s,
-            log_path=self.layout.group_log(cand.name),
-            run_dir=self.layout.work_dir / cand.name,
-        )
-
-    def server_env(self) -> dict[str, str]:
-        env = {**self.plan.engine.env, **self.job.candidate.env}
-        cpu = self.caps is not None and self.caps.device_kind == "cpu"
-        if cpu and "VLLM_CPU_KVCACHE_SPACE" not in env and "VLLM_CPU_KVCACHE_SPACE" not in os.environ:
-            # Unset, vLLM 0.32 on CPU tries to reserve 92% of RAM and refuses to start; admission assumed this.
-            env["VLLM_CPU_KVCACHE_SPACE"] = str(DEFAULT_CPU_KVCACHE_GIB)
-        return env
-
-    def sampling(self) -> SamplingParams:
-        s = self.plan.sampling
-        return SamplingParams(max_tokens=s.max_tokens, temperature=s.temperature, seed=s.seed, return_token_ids=True)
-
-    def load_shape(self) -> LoadShape:
-        run = self.plan.run
-        if run.load == "closed":
-            return LoadShape()
-        burst = run.burstiness if run.load == "gamma" else 1.0
-        return LoadShape(kind="open", request_rate=run.request_rate, burstiness=burst)
-
-    def base_result(self) -> dict[str, object]:
-        cand = self.job.candidate
-        gathered = self.job.gathered
+        probe = self.job.endpoint
+        if probe is not None:
+            snapshot, version, log = probe.target_snapshot or "", probe.engine_version, None
+        else:
+            snapshot = self.target.snapshot if self.target else ""
+            version = self.caps.engine_version if self.caps else None
+            log = self.layout.rel(self.layout.group_log(cand.name))
         return {
             "group": cand.name,
             "role": "baseline" if self.job.is_baseline else "candidate",
             "family": BASELINE_FAMILY if self.job.is_baseline else cand.family,
             "method": None if self.job.is_baseline else (gathered.method if gathered else cand.method),
             "execution_path": "target_only" if self.job.is_baseline else "speculative",
-            "target_snapshot": self.target.snapshot,
+            "target_snapshot": snapshot,
             "proposer_snapshot": gathered.proposer.snapshot if gathered and gathered.proposer else None,
-            "engine_version": self.caps.engine_version if self.caps else None,
+            "engine_version": version,
             "admission": self.job.admission,
-            "log_path": self.layout.rel(self.layout.group_log(cand.name)),
+            "log_path": log,
+            "track": self.job.track,
+            "target_ref": self.target_config.model,
+            "endpoint": probe,
         }
 
-    # -- measuring -------------------------------------------------------------------------------------------
-
-    def measure_scenario(
-        self, proc: ServerProcess, server: RunningServer, wname: str, workload: Workload, concurrency: int
-    ) -> ScenarioRun:
-        run = self.plan.run
-        scen = scenario_name(wname, concurrency)
-        endpoint = Endpoint(base_url=server.base_url, model=server.served_model, api_key_env=server.api_key_env)
-        snapshots: list[MetricsSnapshot] = []
-        with PeakMemorySampler(server.pid, interval_s=0.2) as sampler:
-            result = asyncio.run(
-                run_scenario(
-                    endpoint,
-                    workload.items,
-                    scenario=scen,
-                    concurrency=concurrency,
-                    load=self.load_shape(),
-                    warmup=run.warmup_requests,
-                    repeats=run.repeats,
-                    seed=run.order_seed,
-                    sampling=self.sampling(),
-                    request_timeout_s=run.request_timeout_s,
-                    scenario_timeout_s=run.scenario_timeout_s,
-                    cache_salt_policy=CacheSaltPolicy(run.prefix_cache),
-                    progress=self.progress.info,
-                    before_measured=lambda: snapshots.append(self.engine.snapshot(server)),
+    def measure_all(self, serving: Serving, done: _Progressed) -> None:
+        for wname, workload in self.workloads.items():
+            for concurrency in self.plan.run.concurrency:
+                done.scenarios.append(
+                    measure_scenario(
+                        serving,
+                        plan=self.plan,
+                        layout=self.layout,
+                        group=self.job.name,
+                        workload_name=wname,
+                        workload=workload,
+                        concurrency=concurrency,
+                        progress=self.progress,
+                    )
+                )
+        if self.job.parity == "off":
+            return
+        for wname, workload in self.workloads.items():
+            items = list(workload.items)
+            if self.job.parity == "divergent":
+                wanted = self.divergent(wname)
+                items = [item for item in items if item.id in wanted]
+                if not items:
+                    done.parity.append(
+                        ParityPassRun(
+                            workload=wname,
+                            scenario=parity_scenario(wname),
+                            status="not_needed",
+                            reason="every timed output equals the baseline's: no divergence to classify",
+                            items=(),
+                        )
+                    )
+                    continue
+            done.parity.append(
+                run_parity_pass(
+                    serving,
+                    plan=self.plan,
+                    layout=self.layout,
+                    group=self.job.name,
+                    workload_name=wname,
+                    items=items,
+                    all_items=self.job.parity == "full",
+                    progress=self.progress,
                 )
             )
-        proc.raise_if_dead()
-        measured = [r for r in result.records if not r.warmup]
-        if measured and not any(r.ok for r in measured):
-            first = next(r for r in measured if r.error)
-            raise ServerTimeoutError(
-                f"every request of scenario {scen} failed (first: {first.error_kind}: {first.error})",
-                location=str(server.log_path),
-                fix="read the server log; raise request_timeout_s if the engine is just slow",
-                log_path=str(server.log_path),
-                log_tail=proc.log_tail(),
+
+    def divergent(self, workload: str) -> set[str]:
+        """Items of `workload` whose timed outputs differ from the baseline's in any scenario."""
+        out: set[str] = set()
+        for concurrency in self.plan.run.concurrency:
+            scen = scenario_name(workload, concurrency)
+            reference = self.job.parity_reference.get(scen)
+            if reference:
+                out |= divergent_items(reference, load_records(self.layout, self.job.name, scen))
+        return out
+
+    def run_launched(self, engine: LaunchingEngine, done: _Progressed) -> ReleaseCheck | None:
+        if self.target is None:
+            raise ConfigError(
+                f"no resolved target for {self.job.name}", location="preflight", fix="run the preflight first"
             )
-        after = self.engine.snapshot(server)
-        telemetry: SpecTelemetry = build_spec_telemetry(
-            spec_decode_delta(snapshots[0], after, server.served_model) if snapshots else None,
-            summarize_per_request(r.spec_metrics for r in measured if r.ok),
+        spec = build_launch_spec(
+            self.loaded,
+            self.job.candidate,
+            self.job.gathered,
+            target=self.target,
+            target_config=self.target_config,
+            caps=self.caps,
+            layout=self.layout,
         )
-        path = self.layout.records(self.job.name, scen)
-        atomic_write_text(path, "".join(rec.model_dump_json() + "\n" for rec in result.records))
-        summary = result.summary
-        self.progress.info(
-            f"{scen}: {summary.n_success}/{summary.n_requests} ok, "
-            f"{summary.output_throughput_tok_s or 0:.1f} tok/s, acceptance "
-            + (f"{telemetry.acceptance_rate:.2f}" if telemetry.acceptance_rate is not None else "n/a")
+        done.proc = proc = engine.launch(spec)
+        self.progress.info(f"starting server for {self.job.name} (log: {self.layout.rel(spec.log_path)})")
+        with proc as server:
+            done.launch = launch_record(server)
+            self.progress.info(f"ready in {server.startup_s or 0:.1f} s at {server.base_url}")
+            done.sanity = engine.sanity(server)
+            self.measure_all(serving_of(engine, proc, server), done)
+        return proc.release_check
+
+    def run_attached(self, engine: OpenAIEndpointEngine, done: _Progressed) -> None:
+        ep = self.job.candidate.endpoint
+        probe = self.job.endpoint
+        if ep is None or probe is None:
+            raise ConfigError(
+                f"{self.job.name} has no probed endpoint", location="preflight", fix="give the group an endpoint"
+            )
+        key_env = ep.api_key_env or self.plan.engine.api_key_env
+        server = engine.attach(ep.base_url, ep.model, key_env)
+        self.progress.info(f"measuring {ep.base_url} ({ep.model}); nothing is started")
+        done.sanity = engine.sanity(server)
+        serving = Serving(
+            endpoint=Endpoint(base_url=ep.base_url, model=ep.model, api_key_env=key_env),
+            snapshot=lambda: engine.snapshot(server),
+            spec_counters=lambda before, after: engine.spec_counters(before, after, ep.model),
+            check_alive=lambda: None,
+            log_location=ep.base_url,
+            log_tail=lambda: None,
+            declared_peak_memory_mb=ep.peak_memory_mb,
+            traffic_gap_s=self.traffic_gap_s,
+            metrics_exported=probe.metrics == "exported",
         )
-        return ScenarioRun(
-            scenario=scen,
-            workload=wname,
-            workload_identity=workload.identity,
-            concurrency=concurrency,
-            status="completed",
-            summary=summary,
-            telemetry=telemetry,
-            peak_memory=sampler.result,
-            records_path=self.layout.rel(path),
-            records_sha256=sha256_file(path),
-            n_records=len(result.records),
+        self.measure_all(serving, done)
+
+    def failed(self, base: dict[str, Any], done: _Progressed, **extra: Any) -> GroupResult:
+        return GroupResult.model_validate(
+            {**base, "run_status": RunStatus.FAILED, **done.fields(), "finished_at": _now(), **extra}
         )
 
     def run(self) -> GroupResult:
         base = self.base_result()
+        if self.job.skip_reason is not None:
+            return GroupResult.model_validate(
+                {**base, "run_status": RunStatus.SKIPPED, "reason": self.job.skip_reason, "log_path": None}
+            )
         admission = self.job.admission
         if admission is not None and admission.run_status != RunStatus.RUNNABLE:
             return GroupResult.model_validate(
                 {**base, "run_status": admission.run_status, "reason": admission.reason, "log_path": None}
             )
-        started = _now()
-        scenarios: list[ScenarioRun] = []
-        proc: ServerProcess | None = None
-        launch: LaunchRecord | None = None
-        sanity = None
+        base["started_at"] = _now()
+        done = _Progressed()
+        release: ReleaseCheck | None = None
         try:
-            spec = self.launch_spec()
-            proc = self.engine.launch(spec)
-            self.progress.info(f"starting server for {self.job.name} (log: {self.layout.rel(spec.log_path)})")
-            with proc as server:
-                launch = LaunchRecord(
-                    command=server.command,
-                    speculative_config=server.spec_config,
-                    served_model=server.served_model,
-                    base_url=server.base_url,
-                    startup_s=server.startup_s,
-                )
-                self.progress.info(f"ready in {server.startup_s or 0:.1f} s at {server.base_url}")
-                sanity = self.engine.sanity(server)
-                for wname, workload in self.workloads.items():
-                    for concurrency in self.plan.run.concurrency:
-                        scenarios.append(self.measure_scenario(proc, server, wname, workload, concurrency))
-            release = proc.release_check
+            if isinstance(self.engine, OpenAIEndpointEngine):
+                self.run_attached(self.engine, done)
+            else:
+                release = self.run_launched(self.engine, done)
         except KeyboardInterrupt:
-            release = proc.stop() if proc is not None else None
-            raise GroupInterrupted(
-                GroupResult.model_validate(
-                    {
-                        **base,
-                        "run_status": RunStatus.FAILED,
-                        "reason": "interrupted",
-                        "hint": "run again with --resume to redo this group",
-                        "launch": launch,
-                        "sanity": sanity,
-                        "scenarios": tuple(scenarios),
-                        "release": release,
-                        "started_at": started,
-                        "finished_at": _now(),
-                    }
-                )
-            ) from None
+            stopped = done.stop()
+            hint = "run again with --resume to redo this group"
+            raise GroupInterrupted(self.failed(base, done, reason="interrupted", hint=hint, release=stopped)) from None
         except EngineError as exc:
-            release = proc.stop() if proc is not None else None
+            stopped = done.stop()
             reason, hint = _failure_reason(exc)
+            proc = done.proc
             tail = exc.log_tail if exc.log_tail is not None else (proc.log_tail() if proc else None)
-            return GroupResult.model_validate(
-                {
-                    **base,
-                    "run_status": RunStatus.FAILED,
-                    "reason": reason,
-                    "hint": f"{exc.one_line()} -- {hint}",
-                    "log_tail": tail,
-                    "launch": launch,
-                    "sanity": sanity,
-                    "scenarios": tuple(scenarios),
-                    "release": release,
-                    "started_at": started,
-                    "finished_at": _now(),
-                }
+            return self.failed(
+                base, done, reason=reason, hint=f"{exc.one_line()} -- {hint}", log_tail=tail, release=stopped
             )
         except ConfigError as exc:
-            release = proc.stop() if proc is not None else None
-            return GroupResult.model_validate(
-                {
-                    **base,
-                    "run_status": RunStatus.FAILED,
-                    "reason": "launch_config_invalid",
-                    "hint": exc.one_line(),
-                    "release": release,
-                    "started_at": started,
-                    "finished_at": _now(),
-                }
-            )
+            stopped = done.stop()
+            return self.failed(base, done, reason="launch_config_invalid", hint=exc.one_line(), release=stopped)
         return GroupResult.model_validate(
             {
                 **base,
                 "run_status": RunStatus.COMPLETED,
                 "reason": "measured",
-                "launch": launch,
-                "sanity": sanity,
-                "scenarios": tuple(scenarios),
+                **done.fields(),
                 "release": release,
-                "started_at": started,
                 "finished_at": _now(),
             }
         )
@@ -367,15 +370,17 @@ def run_group(
     *,
     loaded: LoadedPlan,
     layout: RunLayout,
-    engine: VllmEngine,
-    caps: EngineCapabilities | None,
-    target: ResolvedModel,
+    engine: LaunchingEngine | OpenAIEndpointEngine,
+    caps: Capabilities | None,
+    target: ResolvedModel | None,
     workloads: dict[str, Workload],
     progress: Progress,
+    traffic_gap_s: float = TRAFFIC_GAP_S,
 ) -> GroupResult:
     """Run (or record as not runnable) one group; engine failures become a `failed` result, never an exception.
 
-    KeyboardInterrupt stops the server and surfaces as `GroupInterrupted` carrying the partial record.
+    `target` is the group's track target (None for kind "openai"). KeyboardInterrupt stops the server and
+    surfaces as `GroupInterrupted` carrying the partial record.
     """
     return _GroupRunner(
         job,
@@ -386,4 +391,5 @@ def run_group(
         target=target,
         workloads=workloads,
         progress=progress,
+        traffic_gap_s=traffic_gap_s,
     ).run()

@@ -12,7 +12,8 @@ from types import FrameType
 
 from pydantic import BaseModel
 
-from specselect.artifacts.assemble import ScenarioKey, assemble_evidence, build_handoff
+from specselect.artifacts.assemble import ScenarioKey, assemble_evidence
+from specselect.artifacts.handoff import build_handoff
 from specselect.artifacts.io import atomic_write_model, sha256_file
 from specselect.artifacts.layout import LABEL_PATTERN, RunLayout
 from specselect.artifacts.results import (
@@ -27,14 +28,17 @@ from specselect.artifacts.results import (
 from specselect.artifacts.store import load_document, load_manifest, load_records
 from specselect.core.decision import Thresholds
 from specselect.core.status import RunStatus
-from specselect.engines.vllm.engine import VllmEngine
 from specselect.errors import ConfigError, InterruptedRun, ResultsError, UsageError
 from specselect.evidence.stats import BootstrapPolicy
-from specselect.plan import LoadedPlan, load_plan
+from specselect.measure.types import RequestRecord
+from specselect.plan import BASELINE_GROUP, LoadedPlan, load_plan
 from specselect.runner.admit import Admissions, admit_candidates
-from specselect.runner.group import GroupInterrupted, GroupJob, run_group
+from specselect.runner.group import GroupInterrupted, parity_policy, run_group
+from specselect.runner.jobs import build_job
+from specselect.runner.launch import make_engine
 from specselect.runner.preflight import Preflight, run_preflight
 from specselect.runner.progress import Progress
+from specselect.runner.scenario import parity_scenario
 
 __all__ = ["RunOptions", "RunOutcome", "plan_scenarios", "probe_plan", "run_plan"]
 
@@ -171,11 +175,29 @@ class _Run:
             self.progress.info(f"{r.candidate:<20} {r.run_status.value:<17} {r.reason}")
         proposers = {name: g.proposer for name, g in adm.gathered.items()}
         doc = pre.document.model_copy(update={"proposers": proposers})
-        return Preflight(document=doc, engine=pre.engine, target=pre.target, workloads=pre.workloads), adm
+        return (
+            Preflight(
+                document=doc,
+                engine=pre.engine,
+                target=pre.target,
+                workloads=pre.workloads,
+                targets=pre.targets,
+                endpoints=pre.endpoints,
+            ),
+            adm,
+        )
+
+    def load_parity(self, groups: dict[str, GroupResult], group: str, workload: str) -> list[RequestRecord] | None:
+        """A group's completed parity-pass records for a workload, or None."""
+        ran = next((p for p in groups[group].parity_passes if p.workload == workload), None)
+        if ran is None or ran.status != "completed":
+            return None
+        return load_records(self.layout, group, parity_scenario(workload))
 
     def manifest(self, pre: Preflight, groups: dict[str, GroupResult], status: str, files: dict[str, str]) -> Manifest:
         entries: list[ManifestGroup] = []
-        for cand in self.loaded.plan.groups:
+        plan = self.loaded.plan
+        for cand in plan.groups:
             g = groups.get(cand.name)
             summary = self.layout.group_summary(cand.name)
             entries.append(
@@ -190,9 +212,14 @@ class _Run:
                     summary_sha256=files.get(self.layout.rel(summary)) if g else None,
                     log=g.log_path if g else None,
                     records=tuple(s.records_path for s in g.scenarios if s.records_path) if g else (),
+                    track=plan.track_of(cand.name).name,
+                    parity_records=tuple(p.records_path for p in g.parity_passes if p.records_path) if g else (),
                 )
             )
         caps = pre.engine.caps
+        endpoint = pre.endpoints.get(BASELINE_GROUP)
+        version = caps.engine_version if caps else (endpoint.engine_version if endpoint else None)
+        snapshot = pre.target.snapshot if pre.target else (endpoint.target_snapshot if endpoint else None)
         return Manifest.model_validate(
             {
                 "label": self.label,
@@ -204,9 +231,9 @@ class _Run:
                 "plan_hash": self.loaded.plan_hash,
                 "plan": self.loaded.plan.model_dump(mode="json"),
                 "engine_kind": self.loaded.plan.engine.kind,
-                "engine_version": caps.engine_version if caps else None,
+                "engine_version": version,
                 "target_ref": self.loaded.plan.target.model,
-                "target_snapshot": pre.target.snapshot,
+                "target_snapshot": snapshot,
                 "groups": tuple(entries),
                 "files": dict(sorted(files.items())),
             }
@@ -214,7 +241,8 @@ class _Run:
 
     def write(self, path: Path, doc: BaseModel, files: dict[str, str]) -> None:
         atomic_write_model(path, doc)
-        files[self.layout.rel(path)] = sha256_file(path)
+        if path != self.layout.manifest:  # a file cannot hold its own hash
+            files[self.layout.rel(path)] = sha256_file(path)
 
     def resumable_group(self, name: str, previous: Manifest | None) -> GroupResult | None:
         """A group's earlier result when it is complete and its file is intact (else None: run it again)."""
@@ -230,11 +258,14 @@ class _Run:
             group = load_document(path, GroupResult)
         except ResultsError:
             return None
-        for scen in group.scenarios:
-            if scen.records_path is None:
+        for rel, digest in (
+            *((s.records_path, s.records_sha256) for s in group.scenarios),
+            *((p.records_path, p.records_sha256) for p in group.parity_passes),
+        ):
+            if rel is None:
                 continue
-            rec = self.layout.root / scen.records_path
-            if not rec.exists() or (scen.records_sha256 and sha256_file(rec) != scen.records_sha256):
+            rec = self.layout.root / rel
+            if not rec.exists() or (digest and sha256_file(rec) != digest):
                 return None
         return group if group.complete else None
 
@@ -247,13 +278,12 @@ class _Run:
         if self.opts.dry_run:
             return outcome
         files: dict[str, str] = dict(previous.files) if previous else {}
+        files.pop(self.layout.rel(self.layout.manifest), None)  # written by earlier versions, always stale
         self.write(self.layout.preflight, pre.document, files)
         self.write(self.layout.admission, adm.document, files)
         groups: dict[str, GroupResult] = {}
         self.write(self.layout.manifest, self.manifest(pre, groups, "running", files), files)
-        engine = (
-            VllmEngine(env=pre.engine.env) if pre.engine.env else VllmEngine(command=self.loaded.plan.engine.command)
-        )
+        engine = make_engine(self.loaded.plan.engine, pre.engine.env)
         with _sigterm_as_interrupt():
             for cand in self.loaded.plan.groups:
                 earlier = self.resumable_group(cand.name, previous)
@@ -262,7 +292,7 @@ class _Run:
                     outcome.skipped_groups.append(cand.name)
                     self.progress.info(f"{cand.name}: kept from the earlier run ({earlier.run_status.value})")
                     continue
-                job = GroupJob(candidate=cand, admission=adm.result(cand.name), gathered=adm.gathered.get(cand.name))
+                job = build_job(self.loaded, self.layout, cand, pre=pre, adm=adm, done=groups)
                 self.progress.stage(f"group {cand.name}")
                 try:
                     result = run_group(
@@ -271,7 +301,7 @@ class _Run:
                         layout=self.layout,
                         engine=engine,
                         caps=pre.engine.caps,
-                        target=pre.target,
+                        target=pre.targets.get(job.track),
                         workloads=pre.workloads,
                         progress=self.progress,
                     )
@@ -301,6 +331,8 @@ class _Run:
             categories={name: {i.id: i.category for i in w.items} for name, w in pre.workloads.items()},
             thresholds=_thresholds(self.loaded, pre),
             bootstrap=BootstrapPolicy(level=self.loaded.plan.thresholds.confidence_level),
+            load_parity_records=lambda g, w: self.load_parity(groups, g, w),
+            parity_pass=parity_policy(self.loaded),
         )
         handoff = build_handoff(
             evidence,

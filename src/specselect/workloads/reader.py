@@ -86,8 +86,19 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+class _TooDeep(ValueError):
+    """JSON nested deeper than Python's decoder can follow."""
+
+
 def _loads(text: str) -> Any:
-    return json.loads(text, object_pairs_hook=_pairs, parse_constant=_no_constant)
+    try:
+        return json.loads(text, object_pairs_hook=_pairs, parse_constant=_no_constant)
+    except RecursionError:
+        raise _TooDeep("JSON nested too deeply") from None
+
+
+def _value_fix(exc: ValueError) -> str:
+    return "flatten the record" if isinstance(exc, _TooDeep) else "write a number or a string instead"
 
 
 def _duplicate_keys(value: Any, path: str = "") -> Iterator[str]:
@@ -171,7 +182,7 @@ def _records_jsonl(text: str, label: str) -> Iterator[tuple[str, str, Any | Prob
                 )
             yield where, f"line {lineno}", problem
         except ValueError as exc:
-            yield where, f"line {lineno}", Problem(where, str(exc), "write a number or a string instead")
+            yield where, f"line {lineno}", Problem(where, str(exc), _value_fix(exc))
 
 
 def _is_one_object(text: str) -> bool:
@@ -193,7 +204,7 @@ def _records_array(text: str, label: str) -> Iterator[tuple[str, str, Any | Prob
         )
         return
     except ValueError as exc:
-        yield label, "", Problem(label, str(exc), "write a number or a string instead")
+        yield label, "", Problem(label, str(exc), _value_fix(exc))
         return
     if len(value) > MAX_ITEMS + 1:
         raise WorkloadError(f"more than {MAX_ITEMS} requests", location=label, fix="split the workload")

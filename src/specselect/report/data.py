@@ -1,0 +1,204 @@
+"""Everything a report shows, read from one results directory (never re-measured).
+
+The manifest is required; the other documents are read when present (an interrupted run has no evidence yet),
+and a missing optional file becomes a note shown in the report. A document from another schema version or
+another tool refuses the whole directory with a `ResultsError` naming the file and the fix.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
+
+from pydantic import BaseModel
+
+import specselect
+from specselect.artifacts.layout import RunLayout
+from specselect.artifacts.results import (
+    RESULTS_SCHEMA_VERSION,
+    AdmissionFile,
+    EvidenceFile,
+    GroupResult,
+    Handoff,
+    Manifest,
+    PreflightFile,
+    ScenarioEvidence,
+)
+from specselect.artifacts.store import load_document, load_records
+from specselect.errors import ResultsError
+from specselect.measure.metrics import e2e_ms, tpot_ms, ttft_ms
+
+__all__ = ["LatencySamples", "ReportData", "load_report_data"]
+
+M = TypeVar("M", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class LatencySamples:
+    """Per-request latencies (ms) of the measured, successful requests of one group in one scenario."""
+
+    ttft_ms: tuple[float, ...]
+    tpot_ms: tuple[float, ...]
+    e2e_ms: tuple[float, ...]
+    n_failed: int = 0
+
+
+@dataclass(frozen=True)
+class ReportData:
+    """The documents of one run, in plan order, plus latencies from the raw records."""
+
+    root: Path
+    manifest: Manifest
+    preflight: PreflightFile | None
+    admission: AdmissionFile | None
+    groups: tuple[GroupResult, ...]
+    evidence: EvidenceFile | None
+    handoff: Handoff | None
+    latencies: Mapping[tuple[str, str], LatencySamples] = field(default_factory=dict)
+    """(group, scenario) -> latencies; absent when the group did not measure that scenario."""
+    notes: tuple[str, ...] = ()
+    """Problems met while reading (missing optional files), shown in the report."""
+
+    @property
+    def baseline(self) -> GroupResult | None:
+        """The (first) target-only baseline group, when its result exists."""
+        return next((g for g in self.groups if g.role == "baseline"), None)
+
+    @property
+    def baseline_name(self) -> str:
+        """What candidates are compared with: the baseline group, or each track's own baseline."""
+        names = [g.name for g in self.manifest.groups if g.role == "baseline"]
+        if len(names) == 1:
+            return names[0]
+        return "the target-only baseline of its track" if names else "the baseline"
+
+    def group(self, name: str) -> GroupResult | None:
+        """A group's result by name."""
+        return next((g for g in self.groups if g.group == name), None)
+
+    @property
+    def scenarios(self) -> tuple[str, ...]:
+        """Scenario names in the order they were evaluated (evidence first, then what groups measured)."""
+        names: dict[str, None] = {}
+        if self.evidence is not None:
+            names.update(dict.fromkeys(e.scenario for e in self.evidence.entries))
+        for g in self.groups:
+            names.update(dict.fromkeys(s.scenario for s in g.scenarios))
+        return tuple(names)
+
+    def entries(self, scenario: str | None = None) -> tuple[ScenarioEvidence, ...]:
+        """Evidence entries, optionally of one scenario."""
+        if self.evidence is None:
+            return ()
+        return tuple(e for e in self.evidence.entries if scenario is None or e.scenario == scenario)
+
+
+def _check_version(path: Path) -> None:
+    """Refuse another schema version with the version that wrote the file and what to do about it."""
+    try:
+        raw = json.loads(path.read_bytes().decode("utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        return  # load_document reports unreadable files with the parser's message
+    if not isinstance(raw, dict) or raw.get("tool", "specselect") != "specselect":
+        return
+    version = raw.get("schema_version")
+    if version is not None and version != RESULTS_SCHEMA_VERSION:
+        writer = raw.get("tool_version", "an unknown version")
+        raise ResultsError(
+            f"result schema_version {version!r} (written by specselect {writer}); this specselect "
+            f"{specselect.__version__} reads schema_version {RESULTS_SCHEMA_VERSION}",
+            location=str(path),
+            fix=f"render it with specselect {writer}, or re-run the plan with this version",
+        )
+
+
+def _load(path: Path, model: type[M]) -> M:
+    _check_version(path)
+    return load_document(path, model)
+
+
+def _optional(path: Path, model: type[M], notes: list[str], why: str) -> M | None:
+    if not path.exists():
+        notes.append(f"{path.name} is missing: {why}")
+        return None
+    return _load(path, model)
+
+
+def _latencies(layout: RunLayout, group: GroupResult, notes: list[str]) -> dict[tuple[str, str], LatencySamples]:
+    out: dict[tuple[str, str], LatencySamples] = {}
+    for scen in group.scenarios:
+        if scen.records_path is None:
+            continue
+        try:
+            records = load_records(layout, group.group, scen.scenario)
+        except ResultsError as exc:
+            notes.append(f"latency plot of {group.group} / {scen.scenario} omitted: {exc.one_line()}")
+            continue
+        measured = [r for r in records if not r.warmup]
+        ok = [r for r in measured if r.ok]
+        out[(group.group, scen.scenario)] = LatencySamples(
+            ttft_ms=tuple(v for r in ok if (v := ttft_ms(r)) is not None),
+            tpot_ms=tuple(v for r in ok if (v := tpot_ms(r)) is not None),
+            e2e_ms=tuple(v for r in ok if (v := e2e_ms(r)) is not None),
+            n_failed=len(measured) - len(ok),
+        )
+    return out
+
+
+def load_report_data(results_dir: Path) -> ReportData:
+    """Read a run's result documents; ResultsError for a missing, foreign or other-version directory."""
+    root = Path(results_dir)
+    if not root.is_dir():
+        raise ResultsError(
+            "results directory not found",
+            location=str(root),
+            fix="give results/<label> of a `specselect run` (see the labels under results/)",
+        )
+    layout = RunLayout(root)
+    if not layout.manifest.exists():
+        raise ResultsError(
+            "no manifest.json: not a specselect results directory",
+            location=str(root),
+            fix="give results/<label> of a `specselect run`",
+        )
+    manifest = _load(layout.manifest, Manifest)
+    notes: list[str] = []
+    preflight = _optional(layout.preflight, PreflightFile, notes, "identities and host facts are not shown")
+    admission = _optional(layout.admission, AdmissionFile, notes, "the admission matrix is not shown")
+    groups: list[GroupResult] = []
+    latencies: dict[tuple[str, str], LatencySamples] = {}
+    for entry in manifest.groups:
+        if entry.summary is None:
+            notes.append(f"group {entry.name} has no result yet ({entry.reason})")
+            continue
+        path = root / entry.summary
+        if not path.exists():
+            notes.append(f"{entry.summary} is missing: group {entry.name} is shown from the manifest only")
+            continue
+        group = _load(path, GroupResult)
+        groups.append(group)
+        latencies.update(_latencies(layout, group, notes))
+    evidence: EvidenceFile | None = None
+    handoff: Handoff | None = None
+    if manifest.status == "complete":
+        evidence = _optional(layout.evidence, EvidenceFile, notes, "no decisions can be shown")
+        handoff = _optional(layout.handoff, Handoff, notes, "no recommendation can be shown")
+    else:
+        notes.append(
+            f"the run is {manifest.status}: no evidence or decisions yet "
+            f"(finish it with `specselect run {manifest.plan_source} --label {manifest.label} --resume`)"
+        )
+    return ReportData(
+        root=root,
+        manifest=manifest,
+        preflight=preflight,
+        admission=admission,
+        groups=tuple(groups),
+        evidence=evidence,
+        handoff=handoff,
+        latencies=latencies,
+        notes=tuple(notes),
+    )
