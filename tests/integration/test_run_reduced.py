@@ -112,11 +112,12 @@ def _specselect(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def _engine_processes() -> list[psutil.Process]:
+def _engine_processes(root: Path) -> list[psutil.Process]:
+    """vLLM servers started for this test's run (their cwd is a work dir under `root`)."""
     found = []
-    for proc in psutil.process_iter(["cmdline"]):
+    for proc in psutil.process_iter(["cmdline", "cwd"]):
         cmd = " ".join(proc.info.get("cmdline") or [])
-        if "vllm.entrypoints.openai.api_server" in cmd:
+        if "vllm.entrypoints.openai.api_server" in cmd and str(root) in (proc.info.get("cwd") or ""):
             found.append(proc)
     return found
 
@@ -170,7 +171,7 @@ def test_reduced_plan_end_to_end(tmp_path: Path) -> None:
     assert evidence.policy.parity_unit == "tokens"
     handoff = load_document(layout.handoff, Handoff)
     assert [c.candidate for c in handoff.scenarios[0].candidates] == ["g1_ngram"]
-    assert not _engine_processes()
+    assert not _engine_processes(tmp_path)
 
     # --resume keeps every completed group (nothing to redo: failures are final unless interrupted).
     again = _specselect("run", "plan.toml", "--results-dir", "results", "--resume", "--json", cwd=tmp_path)
