@@ -123,12 +123,8 @@ def fidelity_tables(runs: list[dict[str, Any]], concurrencies: list[int]) -> boo
             q = ratio(a, b)
             ok = q is not None and TARGET[0] <= q <= TARGET[1]
             on_target = on_target and ok
-            paired = median(
-                ratio(x["value"], y["value"])
-                for x in ({"round": r["round"], "value": r[key]} for r in mine if r["client"] == "specselect")
-                for y in ({"round": r["round"], "value": r[key]} for r in mine if r["client"] == "vllm")
-                if x["round"] == y["round"]
-            )
+            by_round = {client: {r["round"]: r[key] for r in mine if r["client"] == client} for client in CLIENTS}
+            paired = median(ratio(v, by_round["vllm"].get(rnd)) for rnd, v in by_round["specselect"].items())
             rows.append(
                 [
                     label,
