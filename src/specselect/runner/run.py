@@ -130,6 +130,13 @@ def _sigterm_as_interrupt() -> Iterator[None]:
     """SIGTERM takes the Ctrl-C path (stop the server, keep a consistent manifest)."""
 
     def handler(signum: int, frame: FrameType | None) -> None:
+        # Hand over to whatever handles SIGINT right now: inside asyncio.run that is the runner's handler, which
+        # cancels the main task; raising KeyboardInterrupt here instead would land in an arbitrary task (e.g.
+        # aiohttp's body writer) and leave a "Task exception was never retrieved" traceback behind.
+        on_sigint = signal.getsignal(signal.SIGINT)
+        if callable(on_sigint):
+            on_sigint(signal.SIGINT, frame)
+            return
         raise KeyboardInterrupt
 
     try:

@@ -32,7 +32,14 @@ from specselect.evidence.parity import Output, compare_outputs
 from specselect.evidence.samples import RequestKey
 from specselect.measure import run_scenario
 from specselect.measure.memory import PeakMemory, PeakMemorySampler
-from specselect.measure.types import CacheSaltPolicy, Endpoint, LoadShape, RequestRecord, SamplingParams
+from specselect.measure.types import (
+    CacheSaltPolicy,
+    Endpoint,
+    ErrorKind,
+    LoadShape,
+    RequestRecord,
+    SamplingParams,
+)
 from specselect.plan import Plan
 from specselect.runner.progress import Progress
 from specselect.workloads.model import Workload, WorkloadItem
@@ -50,6 +57,8 @@ PARITY_LOGPROBS = 2
 """Top-k logprobs the parity pass asks for: two are enough for the top-2 gap."""
 _SETTLE_S = 0.5
 """Wait before a traffic scrape, so the engine has counted specselect's own last request."""
+CRASH_GRACE_S = 3.0
+"""After dropped connections, how long to watch the server process before calling it alive."""
 
 
 @dataclass(frozen=True)
@@ -103,6 +112,21 @@ def _memory(serving: Serving) -> Iterator[Callable[[], PeakMemory | None]]:
         return
     with PeakMemorySampler(serving.pid, interval_s=0.2) as sampler:
         yield lambda: sampler.result
+
+
+def _check_alive_after(serving: Serving, records: Sequence[RequestRecord]) -> None:
+    """A crash, not a time-out, when the server died under the scenario.
+
+    A killed server drops its connections a moment before the OS reports its exit, so after connection errors
+    the process is watched for `CRASH_GRACE_S` before it counts as alive.
+    """
+    serving.check_alive()
+    if not any(r.error_kind == ErrorKind.CONNECTION_ERROR for r in records):
+        return
+    deadline = time.monotonic() + CRASH_GRACE_S
+    while time.monotonic() < deadline:
+        serving.sleep(0.1)
+        serving.check_alive()
 
 
 def _check_some_succeeded(serving: Serving, records: list[RequestRecord], scenario: str) -> None:
@@ -168,7 +192,7 @@ def measure_scenario(
                 before_measured=lambda: snapshots.append(serving.snapshot()),
             )
         )
-    serving.check_alive()
+    _check_alive_after(serving, result.records)
     _check_some_succeeded(serving, result.records, scen)
     after = serving.snapshot()
     measured = [r for r in result.records if not r.warmup]
@@ -275,7 +299,7 @@ def run_parity_pass(
                 cache_salt_policy=CacheSaltPolicy(run.prefix_cache),
             )
         )
-        serving.check_alive()
+        _check_alive_after(serving, result.records)
     except EngineError as exc:
         return ParityPassRun(
             workload=workload_name,
