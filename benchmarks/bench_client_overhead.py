@@ -64,6 +64,23 @@ class VllmClient:
     python: Path
     tokenizer: Path
 
+    def bench_argv(
+        self, stub: StubServer, dataset: Path, result_path: Path, *, n: int, output_len: int, concurrency: int
+    ) -> list[str]:
+        """`vllm bench serve` against the stub with specselect's warm-up: one request per concurrent slot."""
+        return vllm_bench_argv(
+            self.python,
+            base_url=stub.base_url,
+            model=MODEL,
+            tokenizer=self.tokenizer,
+            dataset=dataset,
+            n_prompts=n,
+            output_len=output_len,
+            concurrency=concurrency,
+            warmups=concurrency,
+            result_path=result_path,
+        )
+
 
 def _prompt(i: int) -> str:
     return f"benchmark item {i}: send the programmed stream"  # >= 4 tokens: vLLM's loader drops shorter prompts
@@ -147,18 +164,7 @@ def vllm_overhead_run(
 ) -> dict[str, float]:
     """One run of vLLM's client against the same stub (same prompts, requests, tokens and warm-up)."""
     result_path = dataset.with_name(f"vllm-c{concurrency}.json")
-    argv = vllm_bench_argv(
-        vllm.python,
-        base_url=stub.base_url,
-        model=MODEL,
-        tokenizer=vllm.tokenizer,
-        dataset=dataset,
-        n_prompts=n,
-        output_len=tokens,
-        concurrency=concurrency,
-        warmups=concurrency,
-        result_path=result_path,
-    )
+    argv = vllm.bench_argv(stub, dataset, result_path, n=n, output_len=tokens, concurrency=concurrency)
     server = psutil.Process(stub.pid)
     stub_cpu0 = sum(server.cpu_times()[:2])
     r = run_vllm_bench(argv, result_path).result
@@ -238,18 +244,8 @@ _LATENCIES = ("ttft_ms", "tpot_ms", "e2e_ms")
 def vllm_latencies(stub: StubServer, vllm: VllmClient, dataset: Path, c: int, n: int) -> list[dict[str, float]]:
     """Per-request TTFT / TPOT / E2E (ms) from vLLM's client, in the prompt file's order (--save-detailed)."""
     result_path = dataset.with_name(f"vllm-acc-c{c}.json")
-    argv = vllm_bench_argv(
-        vllm.python,
-        base_url=stub.base_url,
-        model=MODEL,
-        tokenizer=vllm.tokenizer,
-        dataset=dataset,
-        n_prompts=n,
-        output_len=64,  # the stub's directives decide the real length (vLLM sends max_completion_tokens)
-        concurrency=c,
-        warmups=c,
-        result_path=result_path,
-    )
+    # output_len: the stub's directives decide the real length (vLLM sends max_completion_tokens).
+    argv = vllm.bench_argv(stub, dataset, result_path, n=n, output_len=64, concurrency=c)
     r = run_vllm_bench([*argv, "--save-detailed"], result_path).result
     out = []
     for ttft, latency, n_out in zip(r["ttfts"], r["latencies"], r["output_lens"], strict=True):

@@ -65,11 +65,13 @@ def test_default_plan_end_to_end(tmp_path: Path) -> None:
     interval = rep.decision.confidence.interval
     assert interval is not None
     assert interval.low > 1.10
-    # n-gram gains far more on text that copies its prompt than on free prose (on this CPU engine it can still
-    # clear the 1.10x bar on prose: verification of 5 tokens costs a 135M model almost nothing).
-    general = by[("g1_ngram", "general-c1")].evidence.throughput_speedup
-    assert general is not None
-    assert rep.evidence.throughput_speedup > 2 * general
+    # n-gram gains far more on text that copies its prompt than on free prose, where it is not accepted: its
+    # speedup there is ~1.0 (0.98x-1.02x in clean runs; a run on a machine loaded by another server once measured
+    # 1.15x, which is why groups must not share the machine with other work).
+    gen = by[("g1_ngram", "general-c1")]
+    assert gen.evidence.throughput_speedup is not None
+    assert rep.evidence.throughput_speedup > 2 * gen.evidence.throughput_speedup
+    assert gen.decision.decision.value != "accept", (gen.decision.reason, gen.decision.confidence)
     for scenario in ("general-c1", "repetition-c1"):
         draft = by[("g6_draft_model", scenario)]
         assert draft.evidence.evidence_status.value == "comparable"

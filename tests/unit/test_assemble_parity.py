@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from test_assemble_tracks import KEY, TOKENS, Store, candidate_run, evidence, group, records, scenario_run
 
-from specselect.artifacts.assemble import CONTAMINATION_RULE, MISSING_UNCONTAMINATED, baseline_logprobs
+from specselect.artifacts.assemble import CONTAMINATION_RULE, MISSING_UNCONTAMINATED, pass_logprobs
 from specselect.artifacts.results import ParityPassPolicy
 from specselect.engines.openai.traffic import IdleWindow, TrafficCheck
 from specselect.engines.telemetry import SpecTelemetry
@@ -101,11 +101,11 @@ def test_logprobs_of_a_pass_that_took_another_path_before_the_divergence_are_not
     assert entry.parity.verdict.value == "fail"
 
 
-def test_baseline_logprobs_are_cut_after_the_first_position_where_the_pass_differs() -> None:
+def test_pass_logprobs_are_cut_after_the_first_position_where_the_pass_differs() -> None:
     timed = {("a", 0): [1, 2, 3, 4], ("a", 1): [1, 2, 3, 4], ("b", 0): "text"}
     lp = [(-0.1, -0.2), (-0.3, -0.4), (-0.5, -0.6), (-0.7, -0.8)]
     pass_recs = records(PASS, e2e=1.0, repeats=1, tokens={**TOKENS, "a": [1, 2, 9, 4]}, logprobs={"a": lp})
-    got = baseline_logprobs(timed, pass_recs)
+    got = pass_logprobs(timed, pass_recs)
     assert set(got) == {("a", 0), ("a", 1)}
     assert got[("a", 0)] == [[-0.1, -0.2], [-0.3, -0.4], [-0.5, -0.6]]
 

@@ -75,7 +75,7 @@ def test_plan_show_unknown_builtin(capsys: pytest.CaptureFixture[str]) -> None:
     assert (code, out) == (2, "")
     assert err == (
         "specselect: error: builtin:nope: no built-in plan 'nope' "
-        "(fix: use one of: builtin:cpu-smoke (see `specselect plan list`))\n"
+        "(fix: use one of: builtin:cpu-smoke, builtin:cpu-sweep (see `specselect plan list`))\n"
     )
 
 
@@ -105,9 +105,28 @@ def test_schema_lists_known_names(capsys: pytest.CaptureFixture[str]) -> None:
 def test_schema_unknown_name_exits_2_listing_known_ones(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run_cli(capsys, "schema", "results")
     assert (code, out) == (2, "")
-    assert err == "specselect: error: specselect schema: unknown schema 'results' (fix: use one of: plan)\n"
+    assert err == (
+        "specselect: error: specselect schema: unknown schema 'results' (fix: use one of: plan, workload-item, "
+        "manifest, preflight, admission, group, record, evidence, handoff)\n"
+    )
 
 
 def test_every_registered_schema_builds() -> None:
     for name in SCHEMAS:
         assert schema_for(name)["type"] == "object"
+
+
+def test_every_results_file_has_a_schema() -> None:
+    # The artifacts a run writes (issue: "JSON Schemas for them via `specselect schema NAME`").
+    titles = {schema_for(name)["title"] for name in SCHEMAS}
+    assert titles >= {
+        "Manifest",
+        "PreflightFile",
+        "AdmissionFile",
+        "GroupResult",
+        "RequestRecord",
+        "EvidenceFile",
+        "Handoff",
+    }
+    evidence = schema_for("evidence")
+    assert {"entries", "policy", "verdicts", "sweeps", "schema_version"} <= set(evidence["properties"])

@@ -11,9 +11,10 @@ import pytest
 
 from specselect.engines.base import Engine, LaunchSpec
 from specselect.engines.redaction import redact_argv, redact_text
+from specselect.engines.serving import sanity_check
 from specselect.engines.telemetry import spec_decode_delta
 from specselect.engines.vllm.engine import VllmEngine
-from specselect.engines.vllm.launch import VLLM_SERVER_MODULE, build_vllm_argv, sanity_check
+from specselect.engines.vllm.launch import VLLM_SERVER_MODULE, build_vllm_argv
 from specselect.engines.vllm.specconfig import build_speculative_config
 from specselect.errors import ConfigError, ProtocolError
 

@@ -184,6 +184,31 @@ def test_near_tie_divergence_is_inconclusive_and_policy_is_recorded() -> None:
     assert strict.policy.near_tie_is_numerics is False
 
 
+def test_the_candidates_pass_judges_a_divergence_when_the_baseline_ran_none() -> None:
+    base = {("a", 0): [1, 2, 3]}
+    cand = {("a", 0): [1, 7, 3]}
+    near = scenario_parity(base, cand, candidate_top_logprobs={("a", 0): [[-0.01, -5.0], [-0.70, -0.72]]})
+    (divergence,) = near.divergences
+    assert (divergence.classification, divergence.logprob_source) == ("near_tie", "candidate")
+    assert near.verdict is ParityVerdict.INCONCLUSIVE
+    # With both passes the baseline's logprobs judge (here: a real difference).
+    both = scenario_parity(
+        base,
+        cand,
+        baseline_top_logprobs={("a", 0): [[-0.01, -5.0], [-0.05, -3.0]]},
+        candidate_top_logprobs={("a", 0): [[-0.01, -5.0], [-0.70, -0.72]]},
+    )
+    assert (both.divergences[0].classification, both.divergences[0].logprob_source) == ("real_difference", "baseline")
+    # A baseline pass too short to reach the divergence falls back to the candidate's.
+    short = scenario_parity(
+        base,
+        cand,
+        baseline_top_logprobs={("a", 0): [[-0.01, -5.0]]},
+        candidate_top_logprobs={("a", 0): [[-0.01, -5.0], [-0.70, -0.72]]},
+    )
+    assert short.divergences[0].logprob_source == "candidate"
+
+
 def test_logprobs_missing_at_the_divergence_leave_it_unclassified() -> None:
     result = scenario_parity({("a", 0): [1, 2]}, {("a", 0): [1, 3]}, baseline_top_logprobs={("a", 0): [[-0.1, -0.2]]})
     assert result.divergences[0].classification is None

@@ -221,6 +221,7 @@ def test_workload_parser_on_arbitrary_bytes(data: bytes) -> None:
 @example([{"specselect_workload": {"schema_version": 1, "sha256": "0" * 64}}, {"id": "a", "prompt": "x"}], False)
 @example([{"id": "a", "messages": []}], True)
 @example([{"id": "a", "prompt": "x"}, {"id": "a", "prompt": "y"}], False)
+@example([{"\n": None}], False)  # a control character in a key must not break the one-line error
 def test_workload_parser_on_json_records(records: list[Any], as_array: bool) -> None:
     """Records of any JSON shape, as JSON Lines or one JSON array: parsed or refused, never a crash."""
     lines = [json.dumps(records)] if as_array else [json.dumps(r) + "\n" for r in records]

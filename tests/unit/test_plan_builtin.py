@@ -12,6 +12,7 @@ from specselect.plan import builtin_plan_names, builtin_plan_text, load_plan
 
 def test_cpu_smoke_is_listed() -> None:
     assert "cpu-smoke" in builtin_plan_names()
+    assert "cpu-sweep" in builtin_plan_names()
 
 
 def test_cpu_smoke_content() -> None:
@@ -69,5 +70,5 @@ def test_unknown_builtin_plan_suggests_and_lists() -> None:
         load_plan("builtin:cpu-smok")
     assert info.value.one_line() == (
         "builtin:cpu-smok: no built-in plan 'cpu-smok'; did you mean builtin:cpu-smoke? "
-        "(fix: use one of: builtin:cpu-smoke (see `specselect plan list`))"
+        "(fix: use one of: builtin:cpu-smoke, builtin:cpu-sweep (see `specselect plan list`))"
     )

@@ -180,7 +180,7 @@ def test_openai_tracks_use_the_declared_track_baseline() -> None:
     [
         (
             {"run": {"parity_pass": "always"}},
-            "run.parity_pass: 'always' is not one of 'auto', 'off' (fix: use one of: 'auto', 'off')",
+            "run.parity_pass: 'always' is not one of 'auto', 'full', 'off' (fix: use one of: 'auto', 'full', 'off')",
         ),
         (
             {"thresholds": {"near_tie_threshold_nats": -1.0}},

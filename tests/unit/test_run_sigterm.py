@@ -12,7 +12,7 @@ import threading
 
 import pytest
 
-from specselect.runner.run import _sigterm_as_interrupt
+from specselect.runner.signals import sigterm_as_interrupt
 
 
 async def _busy_child(cancelled: list[str]) -> None:
@@ -37,7 +37,7 @@ async def _scenario(cancelled: list[str]) -> None:
 
 def test_sigterm_inside_asyncio_cancels_the_main_task(caplog: pytest.LogCaptureFixture) -> None:
     cancelled: list[str] = []
-    with caplog.at_level(logging.ERROR, logger="asyncio"), _sigterm_as_interrupt():
+    with caplog.at_level(logging.ERROR, logger="asyncio"), sigterm_as_interrupt():
         with pytest.raises(KeyboardInterrupt):
             asyncio.run(_scenario(cancelled))
         gc.collect()
@@ -52,12 +52,12 @@ def _terminate_self() -> None:
 
 
 def test_sigterm_outside_asyncio_is_a_keyboard_interrupt() -> None:
-    with _sigterm_as_interrupt(), pytest.raises(KeyboardInterrupt):
+    with sigterm_as_interrupt(), pytest.raises(KeyboardInterrupt):
         _terminate_self()
 
 
 def test_previous_sigterm_handler_is_restored() -> None:
     before = signal.getsignal(signal.SIGTERM)
-    with _sigterm_as_interrupt():
+    with sigterm_as_interrupt():
         assert signal.getsignal(signal.SIGTERM) is not before
     assert signal.getsignal(signal.SIGTERM) is before

@@ -159,7 +159,9 @@ def load_plan_text(tmp_path: Path, text: str) -> Any:
 # -- a whole run -----------------------------------------------------------------------------------------
 
 
-def _run_two_stubs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cand_tokens: int) -> tuple[Any, int]:
+def _run_two_stubs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cand_tokens: int, parity_pass: str = "full"
+) -> tuple[Any, int]:
     # The stub streams only; the real engine's non-streaming sanity request is covered by the integration test.
     def sanity(self: OpenAIEndpointEngine, server: AttachedServer) -> SanityResult:
         return SanityResult(model_ids=(server.served_model,), api="chat", reply_text="hi", seconds=0.0)
@@ -169,7 +171,8 @@ def _run_two_stubs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cand_tokens:
         ttft_s=0.01, chunk_delay_s=0.002, tokens_per_chunk=2, output_tokens=cand_tokens, spec_metrics=True
     )
     with StubServer(StubBehavior(ttft_s=0.01, chunk_delay_s=0.004, output_tokens=8)) as base, StubServer(fast) as cand:
-        (tmp_path / "plan.toml").write_text(PLAN.replace("BASE", base.base_url).replace("CAND", cand.base_url))
+        plan = PLAN.replace("BASE", base.base_url).replace("CAND", cand.base_url)
+        (tmp_path / "plan.toml").write_text(plan.replace("[run]", f'[run]\nparity_pass = "{parity_pass}"'))
         out = run_plan(RunOptions(plan_ref=str(tmp_path / "plan.toml"), results_dir=tmp_path / "res"), SilentProgress())
         return out, len(base.received())
 
@@ -222,6 +225,23 @@ def test_a_diverging_candidate_reruns_only_its_divergent_items_untimed(
     (entry,) = out.evidence.entries  # type: ignore[union-attr]
     assert entry.parity is not None and entry.parity.verdict.value == "fail"
     assert entry.parity_pass is not None and entry.parity_pass.n_compared == 8
+    assert verify_run(out.layout.root).ok
+
+
+def test_auto_parity_pass_skips_the_baseline_and_judges_with_the_candidates_pass(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out, received = _run_two_stubs(tmp_path, monkeypatch, cand_tokens=6, parity_pass="auto")
+    assert received == SENT  # the baseline ran the timed scenario only
+    assert out.groups[0].parity_passes == ()
+    assert out.manifest.groups[0].parity_records == ()
+    (cand_parity,) = out.groups[1].parity_passes
+    assert cand_parity.status == "completed" and cand_parity.items is not None and len(cand_parity.items) == 8
+    (entry,) = out.evidence.entries  # type: ignore[union-attr]
+    assert entry.parity is not None and entry.parity.verdict.value == "fail"
+    assert entry.parity_pass is None  # no baseline pass to compare the candidate's pass with
+    policy = out.evidence.policy.parity_pass  # type: ignore[union-attr]
+    assert policy is not None and (policy.mode, policy.ran, policy.baseline_pass) == ("auto", True, False)
     assert verify_run(out.layout.root).ok
 
 

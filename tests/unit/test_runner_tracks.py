@@ -44,13 +44,14 @@ def _result(name: str, family: str, status: RunStatus) -> AdmissionResult:
     return AdmissionResult(candidate=name, family=family, run_status=status, gate=gate, reason=reason)
 
 
+@pytest.mark.parametrize("parity_pass", ["auto", "full"])
 @pytest.mark.parametrize(
     ("status", "skip"), [(RunStatus.RUNNABLE, None), (RunStatus.ASSET_MISSING, NO_RUNNABLE_ON_TRACK)]
 )
 def test_jobs_carry_their_track_and_an_idle_track_baseline_is_skipped(
-    tmp_path: Path, status: RunStatus, skip: str | None
+    tmp_path: Path, status: RunStatus, skip: str | None, parity_pass: str
 ) -> None:
-    (tmp_path / "plan.toml").write_text(PLAN)
+    (tmp_path / "plan.toml").write_text(PLAN + f'\n[run]\nparity_pass = "{parity_pass}"\n')
     loaded = load_plan(tmp_path / "plan.toml")
     results = (_result("g1_ngram", "ngram", RunStatus.ASSET_MISSING), _result("g2_draft", "draft_model", status))
     adm = Admissions(document=AdmissionFile(results=results, inputs={}), gathered={})
@@ -71,6 +72,7 @@ def test_jobs_carry_their_track_and_an_idle_track_baseline_is_skipped(
     # The default baseline always runs, even when no candidate of its own track was admitted (then no parity pass).
     assert jobs["g0_target_only"].skip_reason is None
     assert jobs["g0_target_only"].parity == "off"
-    assert jobs[track].parity == ("full" if skip is None else "off")
+    # Baselines run the logprob pass over every item only with parity_pass = "full".
+    assert jobs[track].parity == ("full" if skip is None and parity_pass == "full" else "off")
     # A candidate whose baseline has not completed has nothing to compare with: no parity pass.
     assert jobs["g2_draft"].parity == "off"

@@ -6,14 +6,15 @@ package, so `python -m sglang.launch_server` runs exactly as it would with SGLan
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "data"))  # the fake SGLang installer is test support
+import sglang_fake_install as FAKE
 
 from specselect.engines.base import Engine, LaunchSpec
 from specselect.engines.localnet import local_request
@@ -45,17 +46,6 @@ BASE = [
     "1",
     "--enable-metrics",
 ]
-
-
-def _load_fake() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("sglang_fake_install", DATA / "sglang_fake_install.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-FAKE = _load_fake()
 
 
 def spec(tmp_path: Path, **kw: Any) -> LaunchSpec:

@@ -7,15 +7,16 @@ that imported sglang would fail.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "data"))  # the fake SGLang installer is test support
+import sglang_fake_install as FAKE
 
 from specselect.engines.sglang import _probe_script as script
 from specselect.engines.sglang import probe as probe_module
@@ -25,17 +26,6 @@ from specselect.engines.vllm.probe import DeviceInfo
 from specselect.errors import ConfigError, EngineSetupError
 
 DATA = Path(__file__).parent / "data"
-
-
-def _load_fake() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("sglang_fake_install", DATA / "sglang_fake_install.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-FAKE = _load_fake()
 
 EXPECTED = {
     "v0.4-argparse": (["EAGLE", "EAGLE3", "NEXTN"], "argparse_choices"),

@@ -192,6 +192,14 @@ def test_no_verify_step_means_speculation_did_not_run() -> None:
     assert to_spec_telemetry(acc).mechanism_active is False
 
 
+def eagle3_snapshot(when: str) -> ServerInfoSnapshot:
+    """/metrics and /server_info of the EAGLE-3 server `before` or `after` its window."""
+    return ServerInfoSnapshot(
+        samples=metrics(f"sglang_metrics_eagle3_{when}.txt").samples,
+        server_info=info(f"sglang_server_info_eagle3_{when}.json"),
+    )
+
+
 def test_inconsistent_counters_are_not_used() -> None:
     counters = SglangCounterDelta(generation_tokens=50, verify_calls=300, requests=10)
     acc = acceptance_window(
@@ -202,14 +210,7 @@ def test_inconsistent_counters_are_not_used() -> None:
 
 
 def test_snapshots_carry_server_info_and_counters() -> None:
-    before = ServerInfoSnapshot(
-        samples=metrics("sglang_metrics_eagle3_before.txt").samples,
-        server_info=info("sglang_server_info_eagle3_before.json"),
-    )
-    after = ServerInfoSnapshot(
-        samples=metrics("sglang_metrics_eagle3_after.txt").samples,
-        server_info=info("sglang_server_info_eagle3_after.json"),
-    )
+    before, after = eagle3_snapshot("before"), eagle3_snapshot("after")
     acc = acceptance_from_snapshots(before, after, MODEL)
     assert acc.source == "prometheus_counters" and acc.mean_acceptance_length == pytest.approx(3.0)
     plain = acceptance_from_snapshots(MetricsSnapshot(), MetricsSnapshot(), MODEL)
@@ -256,14 +257,7 @@ def test_counter_reader_for_attached_endpoints() -> None:
 
 
 def test_counter_shape_keeps_the_verify_width_from_server_info() -> None:
-    before = ServerInfoSnapshot(
-        samples=metrics("sglang_metrics_eagle3_before.txt").samples,
-        server_info=info("sglang_server_info_eagle3_before.json"),
-    )
-    after = ServerInfoSnapshot(
-        samples=metrics("sglang_metrics_eagle3_after.txt").samples,
-        server_info=info("sglang_server_info_eagle3_after.json"),
-    )
+    before, after = eagle3_snapshot("before"), eagle3_snapshot("after")
     counters = acceptance_to_counters(acceptance_from_snapshots(before, after, MODEL), MODEL)
     assert (counters.drafts, counters.accepted_tokens, counters.draft_tokens) == (3400, 6800, 10200)
     assert build_spec_telemetry(counters, None).acceptance_rate == pytest.approx(6800 / 10200)

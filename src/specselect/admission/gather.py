@@ -32,6 +32,7 @@ from specselect.engines.vllm.probe import EngineCapabilities
 from specselect.errors import EngineSetupError
 
 __all__ = [
+    "ADMISSION_OPTION_KEYS",
     "ARCTIC_INFERENCE_REQUIREMENT",
     "DEFAULT_METHODS",
     "CandidateLike",
@@ -58,6 +59,11 @@ DEFAULT_METHODS: Mapping[str, str] = MappingProxyType(
     }
 )
 """The backend method of a family when the candidate names none (`eagle3` must be given explicitly)."""
+
+ADMISSION_OPTION_KEYS = frozenset({"revision", "use_heterogeneous_vocab", "draft_tensor_parallel_size"})
+"""The candidate options gathering reads (asset, compatibility, capacity gates). Nothing else of a
+candidate's options, nor its `num_speculative_tokens`, changes any gate: candidates that differ only there
+(the sub-candidates of a sweep) have the same admission."""
 
 ARCTIC_INFERENCE_REQUIREMENT = "arctic-inference==0.1.1"
 """vLLM's suffix decoding imports this package (it builds from source, ~2.5 min)."""

@@ -39,9 +39,9 @@ __all__ = [
     "ParityLoader",
     "ScenarioKey",
     "assemble_evidence",
-    "baseline_logprobs",
     "group_track",
     "outputs_for_parity",
+    "pass_logprobs",
 ]
 
 RULE = (
@@ -56,10 +56,12 @@ TRACK_RULE = (
     "throughput and latency are compared only within a track, across tracks only within-pair ratios"
 )
 PARITY_PASS_RULE = (
-    "untimed pass per group and workload (one request per item, concurrency 1, top-2 logprobs); a first "
-    "divergence where the baseline's top-2 logprobs differ by less than the threshold is a near_tie "
-    "(numerics: parity inconclusive, not failed), else a real_difference; divergences in the timed records "
-    "are classified with the baseline pass's logprobs where that pass produced the same tokens up to them"
+    "untimed pass (one request per item, concurrency 1, top-2 logprobs) by every candidate over the items whose "
+    "timed output differs from the baseline's, and with parity_pass = 'full' also by the baseline over every "
+    "item; a first divergence where the target's top-2 logprobs differ by less than the threshold is a near_tie "
+    "(numerics: parity inconclusive, not failed), else a real_difference; a divergence in the timed records is "
+    "judged with the baseline pass's logprobs when it ran, else the candidate pass's (both run the target on the "
+    "same prefix up to it), where that pass produced the same tokens up to the divergence"
 )
 CONTAMINATION_RULE = (
     "endpoints specselect does not own: /metrics is scraped around an idle gap before and after each scenario; "
@@ -118,11 +120,11 @@ def _top_values(rec: RequestRecord) -> list[list[float]] | None:
     return [[v for _, v in lp.top if v is not None] for lp in rec.logprobs]
 
 
-def baseline_logprobs(
+def pass_logprobs(
     timed: Mapping[RequestKey, Output], parity_pass: Sequence[RequestRecord]
 ) -> dict[RequestKey, list[list[float]]]:
-    """Top logprobs of the baseline's parity pass, per timed request, up to the first position where the pass
-    took another token than the timed output (beyond it the logprobs describe a different continuation)."""
+    """Top logprobs of one group's parity pass, per timed request of that group, up to the first position where
+    the pass took another token than the timed output (beyond it the logprobs describe another continuation)."""
     by_item: dict[str, tuple[list[int], list[list[float]]]] = {}
     for rec in parity_pass:
         tops = _top_values(rec)
@@ -147,13 +149,15 @@ def _parity_pass(
         return None
     tokens = _has_token_ids(base) and _has_token_ids(cand)
     base_out = outputs_for_parity(base, tokens=tokens)
-    lp = baseline_logprobs(base_out, base) if tokens else None
+    lp = pass_logprobs(base_out, base) if tokens else None
     return scenario_parity(base_out, outputs_for_parity(cand, tokens=tokens), baseline_top_logprobs=lp, policy=policy)
 
 
 def _side(group: GroupResult | None, run: ScenarioRun | None, *, role: str, quality_ok: bool | None) -> SideMetrics:
     status = group.run_status if group is not None else RunStatus.SKIPPED
-    if (
+    if group is not None and group.run_status == RunStatus.COMPLETED and run is not None and run.status == "skipped":
+        status = RunStatus.SKIPPED  # not measured on purpose (an early stop), which is not a failure
+    elif (
         group is not None
         and group.run_status == RunStatus.COMPLETED
         and (run is None or run.status != "completed" or run.summary is None or run.summary.n_error > 0)
@@ -258,8 +262,13 @@ def _evaluate(
         cand_out = outputs_for_parity(cand_records, tokens=used_tokens)
         base_pass = inputs.load_parity(base_group.group, key.workload) if inputs.load_parity else None
         cand_pass = inputs.load_parity(cand_group.group, key.workload) if inputs.load_parity else None
-        logprobs = baseline_logprobs(base_out, base_pass) if base_pass and used_tokens else None
-        parity = scenario_parity(base_out, cand_out, baseline_top_logprobs=logprobs, policy=inputs.parity)
+        parity = scenario_parity(
+            base_out,
+            cand_out,
+            baseline_top_logprobs=pass_logprobs(base_out, base_pass) if base_pass and used_tokens else None,
+            candidate_top_logprobs=pass_logprobs(cand_out, cand_pass) if cand_pass and used_tokens else None,
+            policy=inputs.parity,
+        )
         pass_parity = _parity_pass(base_pass, cand_pass, inputs.parity)
         pairing = pair_requests(
             samples_from_records(base_records, categories), samples_from_records(cand_records, categories)

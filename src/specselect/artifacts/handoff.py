@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from specselect.artifacts.assemble import RULE, TRACK_RULE, ScenarioKey, group_track
+from specselect.artifacts.handoff_sweeps import concurrency_advice, length_advice
 from specselect.artifacts.results import (
     EvidenceFile,
     GroupResult,
@@ -112,4 +113,8 @@ def build_handoff(
         scenarios=tuple(out),
         tracks=_handoff_tracks(groups, target_ref),
         track_rule=TRACK_RULE,
+        concurrency_limits=concurrency_advice(
+            evidence.sweeps, groups, engine_kind=engine_kind, engine_version=baseline.engine_version
+        ),
+        proposal_lengths=length_advice(evidence.sweeps),
     )

@@ -9,7 +9,16 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-import specselect
+from specselect.artifacts.docbase import RESULTS_SCHEMA_VERSION, ResultsDocument
+from specselect.artifacts.handoff_doc import (
+    Handoff,
+    HandoffCandidate,
+    HandoffConcurrency,
+    HandoffLength,
+    HandoffScenario,
+    HandoffTrack,
+)
+from specselect.artifacts.sweep_doc import SweepAnalysis
 from specselect.assets.refs import ResolvedModel
 from specselect.core.admission import AdmissionInput, AdmissionResult
 from specselect.core.decision import DecisionResult, Thresholds
@@ -26,6 +35,7 @@ from specselect.evidence.categories import CategoryBreakdown
 from specselect.evidence.parity import ScenarioParity
 from specselect.evidence.prediction import SpeedupPrediction
 from specselect.evidence.stats import BootstrapPolicy, PairedStats
+from specselect.evidence.sweep import DurationEstimate
 from specselect.measure.memory import PeakMemory
 from specselect.measure.types import ScenarioSummary
 from specselect.workloads.model import WorkloadIdentity
@@ -39,6 +49,8 @@ __all__ = [
     "GroupResult",
     "Handoff",
     "HandoffCandidate",
+    "HandoffConcurrency",
+    "HandoffLength",
     "HandoffScenario",
     "HandoffTrack",
     "LaunchRecord",
@@ -51,18 +63,7 @@ __all__ = [
     "ScenarioRun",
 ]
 
-RESULTS_SCHEMA_VERSION = 1
-"""Version of every document in this module; readers refuse other versions with a clear message."""
-
 GroupRole = Literal["baseline", "candidate"]
-
-
-class _Doc(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    schema_version: int = RESULTS_SCHEMA_VERSION
-    tool: Literal["specselect"] = "specselect"
-    tool_version: str = Field(default_factory=lambda: specselect.__version__)
 
 
 class AuditFinding(BaseModel):
@@ -75,7 +76,7 @@ class AuditFinding(BaseModel):
     message: str
 
 
-class PreflightFile(_Doc):
+class PreflightFile(ResultsDocument):
     """`preflight.json`: the machine, the engine, the resolved identities and the configuration audit."""
 
     label: str
@@ -98,7 +99,7 @@ class PreflightFile(_Doc):
     """Kind "openai": group name -> what its endpoint reported when probed."""
 
 
-class AdmissionFile(_Doc):
+class AdmissionFile(ResultsDocument):
     """`admission.json`: the gate inputs and the result for every candidate."""
 
     results: tuple[AdmissionResult, ...]
@@ -126,8 +127,10 @@ class ScenarioRun(BaseModel):
     workload: str
     workload_identity: WorkloadIdentity
     concurrency: int
-    status: Literal["completed", "failed"]
+    status: Literal["completed", "failed", "skipped"]
     error: str | None = None
+    early_stop: str | None = None
+    """Why a `skipped` scenario was not measured (the candidate was clearly losing at a lower concurrency)."""
     summary: ScenarioSummary | None = None
     telemetry: SpecTelemetry | None = None
     peak_memory: PeakMemory | None = None
@@ -175,7 +178,7 @@ class ParityPassRun(BaseModel):
     seconds: float | None = None
 
 
-class GroupResult(_Doc):
+class GroupResult(ResultsDocument):
     """`groups/<group>.json`: everything about one group, whether it ran or not."""
 
     group: str
@@ -234,7 +237,7 @@ class ManifestGroup(BaseModel):
     parity_records: tuple[str, ...] = ()
 
 
-class Manifest(_Doc):
+class Manifest(ResultsDocument):
     """`manifest.json`: the plan, its hash, versions and every group with its status and files."""
 
     label: str
@@ -252,6 +255,8 @@ class Manifest(_Doc):
     groups: tuple[ManifestGroup, ...]
     files: dict[str, str] = Field(default_factory=dict)
     """Relative path -> sha256 of every result file written so far (verified by `specselect verify`)."""
+    budget: DurationEstimate | None = None
+    """A sweep's expected duration for the groups after the baseline, stated before they ran."""
 
 
 class ParityPassPolicy(BaseModel):
@@ -259,9 +264,11 @@ class ParityPassPolicy(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    mode: Literal["auto", "off"]
+    mode: Literal["auto", "full", "off"]
     ran: bool
-    """False when off, or auto at a temperature above 0 (outputs are sampled: no exact parity)."""
+    """False when off, or at a temperature above 0 (outputs are sampled: no exact parity)."""
+    baseline_pass: bool = False
+    """True with mode 'full': the baseline also ran the pass over every item (pass-vs-pass comparison)."""
     concurrency: int = 1
     logprobs: int = 2
     near_tie_threshold_nats: float
@@ -307,78 +314,11 @@ class ScenarioEvidence(BaseModel):
     `incomplete`, missing `uncontaminated_measurement`)."""
 
 
-class EvidenceFile(_Doc):
+class EvidenceFile(ResultsDocument):
     """`evidence.json`: every candidate x scenario, the policy applied, and a verdict per candidate."""
 
     policy: EvidencePolicy
     entries: tuple[ScenarioEvidence, ...]
     verdicts: dict[str, str]
-
-
-class HandoffCandidate(BaseModel):
-    """A completed, comparable candidate in one scenario, with what a deployment decision needs."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    candidate: str
-    family: str
-    method: str | None
-    decision: str
-    reason: str
-    confidence: str
-    throughput_speedup: float | None
-    speedup_low: float | None
-    speedup_high: float | None
-    ttft_ratio: float | None
-    e2e_p95_ratio: float | None
-    peak_memory_mb: float | None
-    parity: str | None
-    acceptance_rate: float | None
-    mean_acceptance_length: float | None
-    telemetry_source: str | None
-    speculative_config: dict[str, Any] | None
-    proposer_snapshot: str | None
-    track: str = "g0_target_only"
-    """The baseline this candidate was paired with: compare only its ratios with other tracks' ratios."""
-
-
-class HandoffScenario(BaseModel):
-    """The hand-off for one scenario: comparable candidates and the recommended one (if any)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    scenario: str
-    workload: str
-    concurrency: int
-    candidates: tuple[HandoffCandidate, ...]
-    recommended: str | None
-    """The accepted candidate with the highest speedup lower bound; None keeps the target-only baseline."""
-
-
-class HandoffTrack(BaseModel):
-    """One target with its own target-only baseline."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    name: str
-    """The track's baseline group (`g0_target_only` for the plan's own target)."""
-    target_ref: str | None
-    target_snapshot: str
-    engine_version: str | None
-    baseline_status: str
-    candidates: tuple[str, ...]
-
-
-class Handoff(_Doc):
-    """`handoff.json`: only completed + comparable candidates, per scenario, with identities and the rule."""
-
-    label: str
-    plan_hash: str
-    engine_kind: str
-    engine_version: str | None
-    target_ref: str
-    target_snapshot: str
-    rule: str
-    scenarios: tuple[HandoffScenario, ...]
-    tracks: tuple[HandoffTrack, ...] = ()
-    track_rule: str | None = None
+    sweeps: SweepAnalysis | None = None
+    """Crossover concurrency, proposal-length choices, goodput and early stops, when the run swept anything."""

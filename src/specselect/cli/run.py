@@ -10,6 +10,7 @@ from pathlib import Path
 from specselect.engines.vllm.envsetup import default_home
 from specselect.report import write_reports
 from specselect.report.console import admission_table, decision_table, groups_table, make_console
+from specselect.report.sweep_tables import sweep_summary_lines
 from specselect.runner.progress import make_progress
 from specselect.runner.run import RunOptions, RunOutcome, run_plan
 
@@ -83,6 +84,8 @@ def run(args: argparse.Namespace) -> int:
         console.print(decision_table(outcome.evidence, outcome.groups))
         for cand, verdict in outcome.evidence.verdicts.items():
             console.print(f"  {cand}: {verdict}")
+        for line in sweep_summary_lines(outcome.evidence.sweeps):
+            console.print(f"  sweep: {line}")
     console.print(f"results: {outcome.layout.root}")
     if reports:
         console.print(f"report:  {reports[0]}  (Markdown: {reports[1]})")

@@ -29,6 +29,31 @@ class SchemaEntry(BaseModel):
 SCHEMAS: Mapping[str, SchemaEntry] = MappingProxyType(
     {
         "plan": SchemaEntry(model="specselect.plan:Plan", description="a plan file (TOML), schema_version 1"),
+        "workload-item": SchemaEntry(
+            model="specselect.workloads.model:WorkloadItem", description="one line of a workload file (JSON Lines)"
+        ),
+        "manifest": SchemaEntry(
+            model="specselect.artifacts.results:Manifest", description="results/<label>/manifest.json"
+        ),
+        "preflight": SchemaEntry(
+            model="specselect.artifacts.results:PreflightFile", description="results/<label>/preflight.json"
+        ),
+        "admission": SchemaEntry(
+            model="specselect.artifacts.results:AdmissionFile", description="results/<label>/admission.json"
+        ),
+        "group": SchemaEntry(
+            model="specselect.artifacts.results:GroupResult", description="results/<label>/groups/<group>.json"
+        ),
+        "record": SchemaEntry(
+            model="specselect.measure.types:RequestRecord",
+            description="one line of results/<label>/records/<group>/<scenario>.jsonl (one request)",
+        ),
+        "evidence": SchemaEntry(
+            model="specselect.artifacts.results:EvidenceFile", description="results/<label>/evidence.json"
+        ),
+        "handoff": SchemaEntry(
+            model="specselect.artifacts.results:Handoff", description="results/<label>/handoff.json"
+        ),
     }
 )
 """Known schemas; a new result format is one line here."""

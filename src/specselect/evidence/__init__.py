@@ -5,6 +5,7 @@
 - `stats`: paired cluster-bootstrap intervals of speedup and latency ratios
 - `prediction`: predicted decode speedup from acceptance and the measured step cost
 - `categories`: the same per workload category
+- `sweep`: concurrency crossover, proposal-length choice, goodput under SLOs, sweep duration budget
 """
 
 from __future__ import annotations
@@ -54,6 +55,24 @@ from specselect.evidence.samples import (
     spec_metrics_from_raw,
 )
 from specselect.evidence.stats import BootstrapPolicy, PairedStats, PairRatio, RatioEstimate, paired_stats
+from specselect.evidence.sweep import (
+    Crossover,
+    CrossoverRule,
+    DurationEstimate,
+    Goodput,
+    LengthChoice,
+    LengthRow,
+    LevelVerdict,
+    ScenarioDuration,
+    ScenarioLoad,
+    SweepPoint,
+    choose_length,
+    clearly_losing,
+    early_stop_reason,
+    estimate_duration,
+    find_crossover,
+    goodput,
+)
 
 __all__ = [
     "AcceptanceSummary",
@@ -61,6 +80,13 @@ __all__ = [
     "BootstrapPolicy",
     "CategoryBreakdown",
     "CategoryEvidence",
+    "Crossover",
+    "CrossoverRule",
+    "DurationEstimate",
+    "Goodput",
+    "LengthChoice",
+    "LengthRow",
+    "LevelVerdict",
     "PairRatio",
     "PairedStats",
     "Pairing",
@@ -74,18 +100,27 @@ __all__ = [
     "RequestParity",
     "RequestSample",
     "RequestSpecMetrics",
+    "ScenarioDuration",
+    "ScenarioLoad",
     "ScenarioParity",
     "SpeedupPrediction",
     "StepCost",
+    "SweepPoint",
     "acceptance_summary",
     "baseline_consistency",
     "category_breakdown",
+    "choose_length",
     "classify_divergence",
+    "clearly_losing",
     "compare_outputs",
     "compare_text",
     "compare_tokens",
+    "early_stop_reason",
+    "estimate_duration",
     "expected_tokens_iid",
     "expected_tokens_per_step",
+    "find_crossover",
+    "goodput",
     "measure_step_cost",
     "outputs_from_records",
     "pair_requests",

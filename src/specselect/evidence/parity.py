@@ -2,8 +2,12 @@
 
 The contract's quality rule is exact equality with the baseline's output for the same prompt. A mismatch
 is only a quality failure when the baseline is self-consistent on that item; when the baseline's own
-repeats disagree (batched-kernel numerics) or the divergence is a near tie of the baseline's top-2
-logprobs, it is `inconclusive` instead. The policy applied is written into the result.
+repeats disagree (batched-kernel numerics) or the divergence is a near tie of the target's top-2
+logprobs there, it is `inconclusive` instead. The policy applied is written into the result.
+
+Both sides run the target's weights on the same prefix up to the first divergence, so the top-2 gap at that
+position can come from the baseline's logprob pass or, when only the candidate ran one, from the candidate's
+(its verifier is the target); each divergence says which side's logprobs judged it.
 """
 
 from __future__ import annotations
@@ -131,7 +135,7 @@ class ParityPolicy(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     near_tie_threshold_nats: float = Field(default=0.1, ge=0)
-    """A divergence where the baseline's top-2 logprobs differ by less than this is a near tie (numerics)."""
+    """A divergence where the target's top-2 logprobs differ by less than this is a near tie (numerics)."""
     near_tie_is_numerics: bool = True
     """Near-tie divergences make the verdict `inconclusive` rather than `fail`."""
 
@@ -145,7 +149,7 @@ def _top2_gap(top_logprobs: Sequence[float]) -> float | None:
 
 
 def classify_divergence(top2_logprobs: Sequence[float], threshold_nats: float = 0.1) -> DivergenceClass | None:
-    """`near_tie` when the baseline's best two logprobs at the divergence differ by < threshold; None if unusable."""
+    """`near_tie` when the target's best two logprobs at the divergence differ by < threshold; None if unusable."""
     gap = _top2_gap(top2_logprobs)
     if gap is None:
         return None
@@ -208,6 +212,8 @@ class RequestDivergence(BaseModel):
     """Whether the baseline agreed with itself on this item; None without a second baseline repeat."""
     classification: DivergenceClass | None = None
     logprob_gap_nats: float | None = None
+    logprob_source: Literal["baseline", "candidate"] | None = None
+    """Whose logprob pass gave the gap (the baseline's when both ran)."""
     attribution: Attribution
 
 
@@ -235,21 +241,30 @@ class ScenarioParity(BaseModel):
     policy: ParityPolicy
 
 
+TopLogprobs = Mapping[RequestKey, Sequence[Sequence[float]]]
+"""Per request, the top logprobs at each generated position."""
+
+
+def _gap_at_divergence(key: RequestKey, parity: RequestParity, logprobs: TopLogprobs | None) -> float | None:
+    if logprobs is None or parity.unit != "token" or parity.first_divergence is None:
+        return None
+    positions = logprobs.get(key)
+    if positions is None or parity.first_divergence >= len(positions):
+        return None
+    return _top2_gap(positions[parity.first_divergence])
+
+
 def _logprob_class(
     key: RequestKey,
     parity: RequestParity,
-    logprobs: Mapping[RequestKey, Sequence[Sequence[float]]] | None,
+    sources: Sequence[tuple[Literal["baseline", "candidate"], TopLogprobs | None]],
     threshold: float,
-) -> tuple[DivergenceClass | None, float | None]:
-    if logprobs is None or parity.unit != "token" or parity.first_divergence is None:
-        return None, None
-    positions = logprobs.get(key)
-    if positions is None or parity.first_divergence >= len(positions):
-        return None, None
-    gap = _top2_gap(positions[parity.first_divergence])
-    if gap is None:
-        return None, None
-    return ("near_tie" if gap < threshold else "real_difference"), gap
+) -> tuple[DivergenceClass | None, float | None, Literal["baseline", "candidate"] | None]:
+    for side, logprobs in sources:
+        gap = _gap_at_divergence(key, parity, logprobs)
+        if gap is not None:
+            return ("near_tie" if gap < threshold else "real_difference"), gap, side
+    return None, None, None
 
 
 def _attribute(consistent: bool | None, label: DivergenceClass | None, policy: ParityPolicy) -> Attribution:
@@ -265,14 +280,19 @@ def scenario_parity(
     baseline: Mapping[RequestKey, Output],
     candidate: Mapping[RequestKey, Output],
     *,
-    baseline_top_logprobs: Mapping[RequestKey, Sequence[Sequence[float]]] | None = None,
+    baseline_top_logprobs: TopLogprobs | None = None,
+    candidate_top_logprobs: TopLogprobs | None = None,
     policy: ParityPolicy | None = None,
 ) -> ScenarioParity:
     """Compare outputs keyed by (item_id, repeat) and give the verdict (see the module docstring).
 
-    `baseline_top_logprobs[key][position]` holds the baseline's top logprobs at each generated position;
-    only the entry at the first divergence is read.
+    `baseline_top_logprobs[key][position]` holds the baseline's top logprobs at each generated position (the
+    candidate's likewise); only the entry at the first divergence is read, the baseline's first.
     """
+    sources: tuple[tuple[Literal["baseline", "candidate"], TopLogprobs | None], ...] = (
+        ("baseline", baseline_top_logprobs),
+        ("candidate", candidate_top_logprobs),
+    )
     policy = policy or ParityPolicy()
     per_item = _consistency_by_item(baseline)
     shared = sorted(baseline.keys() & candidate.keys())
@@ -286,7 +306,7 @@ def scenario_parity(
         if parity.equal:
             continue
         consistent = per_item.get(key[0])
-        label, gap = _logprob_class(key, parity, baseline_top_logprobs, policy.near_tie_threshold_nats)
+        label, gap, source = _logprob_class(key, parity, sources, policy.near_tie_threshold_nats)
         divergences.append(
             RequestDivergence(
                 item_id=key[0],
@@ -295,6 +315,7 @@ def scenario_parity(
                 baseline_consistent=consistent,
                 classification=label,
                 logprob_gap_nats=gap,
+                logprob_source=source,
                 attribution=_attribute(consistent, label, policy),
             )
         )

@@ -2,6 +2,8 @@
 
 Load one with `load_plan("my-plan.toml")` or `load_plan("builtin:cpu-smoke")`; bad input raises
 `specselect.errors.PlanError` whose `problems` has one `FILE: field: message (fix: ...)` line per issue.
+A swept entry (a list of proposal lengths, an option grid) is expanded into ordinary candidates; see
+`specselect.plan.sweep` and `Plan.sweeps`.
 """
 
 from specselect.plan.candidates import REFUSED_OPTION_KEYS, Candidate
@@ -26,14 +28,17 @@ from specselect.plan.sections import (
     TargetConfig,
     ThresholdsConfig,
 )
+from specselect.plan.sweep import LENGTH_AXIS, MAX_SUB_CANDIDATES, SweepOrigin, SweepValue, sub_candidate_name
 from specselect.plan.tracks import Track
 
 __all__ = [
     "BASELINE_FAMILY",
     "BASELINE_GROUP",
     "BUILTIN_PREFIX",
+    "LENGTH_AXIS",
     "MANAGED_ENVIRONMENTS",
     "MAX_PLAN_BYTES",
+    "MAX_SUB_CANDIDATES",
     "PLAN_SCHEMA_VERSION",
     "REFUSED_OPTION_KEYS",
     "TRACK_SEPARATOR",
@@ -45,6 +50,8 @@ __all__ = [
     "PlanProblem",
     "RunConfig",
     "SamplingConfig",
+    "SweepOrigin",
+    "SweepValue",
     "TargetConfig",
     "TargetOverride",
     "ThresholdsConfig",
@@ -55,4 +62,5 @@ __all__ = [
     "effective_target",
     "load_plan",
     "parse_plan_text",
+    "sub_candidate_name",
 ]

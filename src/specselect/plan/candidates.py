@@ -9,7 +9,16 @@ from types import MappingProxyType
 from typing import Annotated, Any
 
 from packaging.version import InvalidVersion, Version
-from pydantic import Field, Strict, ValidatorFunctionWrapHandler, field_validator, model_validator
+from pydantic import (
+    Field,
+    SerializerFunctionWrapHandler,
+    Strict,
+    ValidatorFunctionWrapHandler,
+    WithJsonSchema,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from specselect.core.families import AssetKind, UnknownFamilyError, classify_family, normalize_family_name
 from specselect.plan.overrides import EndpointConfig, TargetOverride
@@ -25,6 +34,7 @@ from specselect.plan.rules import (
     rule_error,
 )
 from specselect.plan.sections import PlanSection
+from specselect.plan.sweep import LENGTH_AXIS, MAX_SUB_CANDIDATES, SweepOrigin
 
 __all__ = ["REFUSED_OPTION_KEYS", "Candidate", "check_options"]
 
@@ -68,6 +78,12 @@ def check_options(options: dict[str, Any]) -> dict[str, Any]:
         if not _OPTION_KEY_RE.match(key):
             raise rule_error(f"{key[:60]!r} is not a valid option name", "use snake_case option names", field=key)
         _check_option_value(key, value)
+        if key in _POSITIVE_INT_OPTIONS and isinstance(value, list):
+            raise rule_error(
+                f"{key} must be one integer (got a list)",
+                f"to try several values, move it to sweep = {{ {key} = [..] }}",
+                field=key,
+            )
         if key in _POSITIVE_INT_OPTIONS and (type(value) is not int or value < 1):
             raise rule_error(f"{key} must be an integer >= 1 (got {value!r:.40})", f"e.g. {key} = 2", field=key)
         if key in _BOOL_OPTIONS and type(value) is not bool:
@@ -90,7 +106,45 @@ _BASELINE_FORBIDDEN = (
     "min_engine_version",
     "engine_args",
     "env",
+    "sweep",
 )
+
+_LENGTH_SCHEMA: dict[str, Any] = {
+    "anyOf": [
+        {"type": "integer", "exclusiveMinimum": 0, "maximum": 256},
+        {
+            "type": "array",
+            "items": {"type": "integer", "exclusiveMinimum": 0, "maximum": 256},
+            "minItems": 1,
+            "maxItems": MAX_SUB_CANDIDATES,
+            "uniqueItems": True,
+        },
+        {"type": "null"},
+    ]
+}
+_SCALAR_SCHEMA: dict[str, Any] = {"type": ["integer", "number", "string", "boolean"]}
+_SWEEP_SCHEMA: dict[str, Any] = {
+    "anyOf": [
+        {
+            "type": "object",
+            "description": "option grid: option -> list of values (one sub-candidate per combination)",
+            "additionalProperties": {"type": "array", "items": _SCALAR_SCHEMA, "minItems": 1},
+            "minProperties": 1,
+        },
+        {
+            "type": "object",
+            "description": "the origin of an expanded sub-candidate (written by specselect)",
+            "properties": {
+                "parent": {"type": "string"},
+                "values": {"type": "object", "additionalProperties": _SCALAR_SCHEMA},
+                "axes": {"type": "array", "items": {"type": "string"}},
+            },
+            "required": ["parent", "values", "axes"],
+            "additionalProperties": False,
+        },
+        {"type": "null"},
+    ]
+}
 
 
 class Candidate(PlanSection):
@@ -105,7 +159,9 @@ class Candidate(PlanSection):
         default=None, description="backend method; omitted = the engine's default for the family"
     )
     enabled: Annotated[bool, Strict()] = True
-    num_speculative_tokens: Annotated[int, Strict(), Field(gt=0, le=256)] | None = None
+    num_speculative_tokens: Annotated[
+        Annotated[int, Strict(), Field(gt=0, le=256)] | None, WithJsonSchema(_LENGTH_SCHEMA)
+    ] = Field(default=None, description="tokens proposed per step; a list sweeps several (one sub-candidate each)")
     proposer: Annotated[str, Strict()] | None = Field(
         default=None, description="model reference of the draft/EAGLE/... checkpoint"
     )
@@ -123,6 +179,19 @@ class Candidate(PlanSection):
     endpoint: EndpointConfig | None = Field(
         default=None, description='kind = "openai": the running server this group measures'
     )
+    sweep: Annotated[SweepOrigin | None, WithJsonSchema(_SWEEP_SCHEMA)] = Field(
+        default=None,
+        description="in a plan file: an option grid to sweep, e.g. { prompt_lookup_max = [3, 5] }; "
+        "after expansion: where this sub-candidate comes from",
+    )
+
+    @model_serializer(mode="wrap")
+    def _omit_no_sweep(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Plans without sweeps keep the dump, and so the plan hash, they had before sweeps existed.
+        data: dict[str, Any] = handler(self)
+        if self.sweep is None:
+            data.pop("sweep", None)
+        return data
 
     @model_validator(mode="before")
     @classmethod
@@ -232,6 +301,27 @@ class Candidate(PlanSection):
                 f"family {self.family!r} uses the target's own layers, not a proposer model",
                 'remove proposer, or use family = "draft_model" for a separate model',
                 field="proposer",
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _sweep_origin(self) -> Candidate:
+        origin = self.sweep
+        if origin is None or self.is_baseline:
+            return self
+        for key, value in origin.values.items():
+            actual = self.num_speculative_tokens if key == LENGTH_AXIS else self.options.get(key)
+            if type(actual) is not type(value) or actual != value:
+                raise rule_error(
+                    f"sweep.values.{key} ({value!r:.40}) does not match the candidate's {key} ({actual!r:.40})",
+                    "declare the sweep in the plan and let specselect expand it",
+                    field="sweep",
+                )
+        if self.name != origin.name:
+            raise rule_error(
+                f"a sub-candidate of {origin.parent} with these values is named {origin.name!r}",
+                "declare the sweep in the plan and let specselect expand it",
+                field="name",
             )
         return self
 

@@ -7,9 +7,10 @@ import json
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, Strict, field_validator, model_validator
+from pydantic import Field, Strict, ValidationInfo, ValidatorFunctionWrapHandler, field_validator, model_validator
 
 from specselect.plan.candidates import Candidate
+from specselect.plan.expand import declared_index, validate_candidates
 from specselect.plan.overrides import effective_target
 from specselect.plan.rules import BASELINE_GROUP, NAME_FIX, NAME_PATTERN, TRACK_SEPARATOR, NameStr, rule_error
 from specselect.plan.sections import (
@@ -65,7 +66,9 @@ class Plan(PlanSection):
         dict[Annotated[str, Strict()], Annotated[str, Strict()]], Field(min_length=1, max_length=100)
     ] = Field(description='name -> "builtin:NAME" or a file path (relative to the plan file)')
     thresholds: ThresholdsConfig = Field(default_factory=ThresholdsConfig)
-    candidates: Annotated[tuple[Candidate, ...], Field(max_length=1000)] = ()
+    candidates: Annotated[tuple[Candidate, ...], Field(max_length=1000)] = Field(
+        default=(), description="the groups to compare; a sweep entry is expanded into its sub-candidates here"
+    )
 
     @field_validator("schema_version", mode="before")
     @classmethod
@@ -85,18 +88,14 @@ class Plan(PlanSection):
             _check_workload_ref(name, ref)
         return value
 
-    @model_validator(mode="after")
-    def _unique_names(self) -> Plan:
-        first: dict[str, int] = {}
-        for index, candidate in enumerate(self.candidates):
-            if candidate.name in first:
-                raise rule_error(
-                    f"duplicate candidate name {candidate.name!r} (also candidates[{first[candidate.name]}])",
-                    "give every candidate a unique name",
-                    field=("candidates", index, "name"),
-                )
-            first[candidate.name] = index
-        return self
+    @field_validator("candidates", mode="wrap")
+    @classmethod
+    def _expand_sweeps(cls, value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> Any:
+        # Expansion and unique names live in `plan.expand`; the engine decides whether a sweep can run.
+        engine = info.data.get("engine")
+        return validate_candidates(
+            value, handler, engine_kind=engine.kind if isinstance(engine, EngineConfig) else None
+        )
 
     @model_validator(mode="after")
     def _tracks(self) -> Plan:
@@ -106,7 +105,7 @@ class Plan(PlanSection):
             if not cand.is_track_baseline:
                 continue
             key = target_key(effective_target(self.target, cand.target))
-            where = ("candidates", index, "target")
+            where = ("candidates", declared_index(self.candidates, index), "target")
             if key == default:
                 raise rule_error(
                     f"{cand.name} runs the plan's own [target]: that is the default baseline {BASELINE_GROUP}",
@@ -123,7 +122,7 @@ class Plan(PlanSection):
             seen[key] = index
         for track in self.tracks:
             if track.declared and not track.is_default and not track.members:
-                index = self.candidates.index(track.baseline)
+                index = declared_index(self.candidates, self.candidates.index(track.baseline))
                 raise rule_error(
                     f"no candidate runs on the target of {track.name}",
                     "give a candidate the same target, or remove this baseline",
@@ -139,7 +138,7 @@ class Plan(PlanSection):
                     raise rule_error(
                         f"endpoint applies to kind = 'openai' only (this plan launches {self.engine.kind} servers)",
                         'remove endpoint, or set [engine] kind = "openai" to measure servers you run yourself',
-                        field=("candidates", index, "endpoint"),
+                        field=("candidates", declared_index(self.candidates, index), "endpoint"),
                     )
             return self
         if not any(c.name == BASELINE_GROUP for c in self.candidates):
@@ -163,21 +162,21 @@ class Plan(PlanSection):
                 raise rule_error(
                     "kind = 'openai': every group measures a server you run and needs its endpoint",
                     'add endpoint = { base_url = "http://127.0.0.1:8000", model = "served-name" }',
-                    field=("candidates", index, "endpoint"),
+                    field=("candidates", declared_index(self.candidates, index), "endpoint"),
                 )
             for name in ("engine_args", "env"):
                 if getattr(cand, name):
                     raise rule_error(
                         f"kind = 'openai' starts no server: {name} does not apply",
                         f"remove {name}; configure your server yourself",
-                        field=("candidates", index, name),
+                        field=("candidates", declared_index(self.candidates, index), name),
                     )
             key = (cand.endpoint.base_url, cand.endpoint.model)
             if key in endpoints:
                 raise rule_error(
                     f"{cand.name} measures the same endpoint as {endpoints[key]}: one server cannot be both",
                     "give each group the endpoint of its own server",
-                    field=("candidates", index, "endpoint"),
+                    field=("candidates", declared_index(self.candidates, index), "endpoint"),
                 )
             endpoints[key] = cand.name
         return self
@@ -193,6 +192,15 @@ class Plan(PlanSection):
             if name == track.name or name in track.members:
                 return track
         raise KeyError(name)
+
+    @property
+    def sweeps(self) -> dict[str, tuple[str, ...]]:
+        """Swept entry name -> its sub-candidate names, in plan order (entries that expanded into several)."""
+        out: dict[str, list[str]] = {}
+        for cand in self.candidates:
+            if cand.sweep is not None:
+                out.setdefault(cand.sweep.parent, []).append(cand.name)
+        return {parent: tuple(names) for parent, names in out.items() if len(names) > 1}
 
     @property
     def baseline(self) -> Candidate:

@@ -152,6 +152,8 @@ _CONSTRAINT_FIXES: Mapping[str, str] = MappingProxyType(
         "target.revision": "write one revision (branch, tag or commit hash) without spaces",
         "thresholds.confidence_level": "use a level between 0 and 1, e.g. confidence_level = 0.95",
         "candidates.num_speculative_tokens": "use 1 to 256, e.g. num_speculative_tokens = 3",
+        "thresholds.slo_ttft_ms": "use a positive number of milliseconds, e.g. slo_ttft_ms = 2000",
+        "thresholds.slo_tpot_ms": "use a positive number of milliseconds, e.g. slo_tpot_ms = 150",
         "candidates.method": 'write the engine\'s method name, e.g. method = "eagle3"',
     }
 )

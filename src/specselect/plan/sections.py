@@ -3,9 +3,18 @@
 from __future__ import annotations
 
 import ipaddress
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, Strict, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    Strict,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from specselect.plan.rules import (
     ENV_NAME_PATTERN,
@@ -34,6 +43,13 @@ Seed = Annotated[int, Strict(), Field(ge=0, le=2**63 - 1)]
 ParallelSize = Annotated[int, Strict(), Field(ge=1, le=4096)]
 Seconds = Annotated[float, Strict(), Field(gt=0, le=7 * 86400)]
 Ratio = Annotated[float, Strict(), Field(gt=0, le=1000)]
+Milliseconds = Annotated[float, Strict(), Field(gt=0, le=86_400_000)]
+
+
+def _omit_at_default(data: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
+    # Fields added after plans were first hashed stay out of the dump at their default, so a plan that
+    # does not use them keeps its plan hash (and its results stay resumable).
+    return {key: value for key, value in data.items() if key not in defaults or value != defaults[key]}
 
 
 class PlanSection(BaseModel):
@@ -215,11 +231,22 @@ class RunConfig(PlanSection):
     )
     burstiness: Ratio = 1.0
     order_seed: Seed = 0
-    parity_pass: Literal["auto", "off"] = Field(
+    parity_pass: Literal["auto", "full", "off"] = Field(
         default="auto",
-        description="auto: at temperature 0, after the timing scenarios, one extra untimed pass over each "
-        "workload (concurrency 1, top-2 logprobs) classifies output divergences as near ties or real differences",
+        description="auto: at temperature 0, a candidate whose timed outputs differ from the baseline's reruns "
+        "those items untimed (concurrency 1, top-2 logprobs) so each divergence is classified as a near tie or a "
+        "real difference; full: the baseline also runs that pass over every item (pass-vs-pass comparison); "
+        "off: no pass",
     )
+    early_stop: StrictBool = Field(
+        default=True,
+        description="stop a candidate's higher-concurrency scenarios of a workload once it is clearly losing "
+        "(speedup interval entirely below 1.0) at a lower level",
+    )
+
+    @model_serializer(mode="wrap")
+    def _omit_new_defaults(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _omit_at_default(handler(self), {"early_stop": True})
 
     @field_validator("concurrency")
     @classmethod
@@ -275,3 +302,13 @@ class ThresholdsConfig(PlanSection):
         description="a divergence where the baseline's top-2 logprobs differ by less than this is a near tie "
         "(numerics), not a quality failure",
     )
+    slo_ttft_ms: Milliseconds | None = Field(
+        default=None, description="SLO on time to first token; goodput counts requests meeting every SLO"
+    )
+    slo_tpot_ms: Milliseconds | None = Field(
+        default=None, description="SLO on time per output token (after the first); used for goodput"
+    )
+
+    @model_serializer(mode="wrap")
+    def _omit_new_defaults(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _omit_at_default(handler(self), {"slo_ttft_ms": None, "slo_tpot_ms": None})

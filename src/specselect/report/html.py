@@ -16,6 +16,7 @@ from specselect.core.admission import AdmissionResult
 from specselect.report.data import ReportData
 from specselect.report.plots import FigureSection, build_plots
 from specselect.report.svg import esc
+from specselect.report.sweep_tables import budget_line, crossover_spec, early_stop_lines, goodput_spec, length_spec
 from specselect.report.tables import (
     TableSpec,
     admission_spec,
@@ -41,6 +42,7 @@ _NUM_COLUMNS = frozenset({"speedup [95% CI]", "TTFT p95", "E2E p95", "peak memor
 _SECTIONS = (
     ("decisions", "Decisions"),
     ("verdicts", "Verdicts"),
+    ("sweeps", "Sweeps"),
     ("admission", "Admission"),
     ("groups", "Groups"),
     ("measurements", "Measurements"),
@@ -152,6 +154,32 @@ def _verdicts(data: ReportData) -> str:
     return _section("verdicts", "Verdicts per candidate", body)
 
 
+def _sweeps(data: ReportData) -> str:
+    parts = []
+    for title, spec in (
+        ("Speedup vs concurrency: where it stops paying", crossover_spec(data)),
+        ("Proposal length: the smallest statistically as good as the best", length_spec(data)),
+        ("Goodput under the SLOs", goodput_spec(data)),
+    ):
+        if spec is not None:
+            parts.append(f"<h3>{esc(title)}</h3>{_table(spec)}")
+    stops = early_stop_lines(data)
+    if stops:
+        parts.append("<h3>Early stops</h3><ul>" + "".join(f"<li>{esc(line)}</li>" for line in stops) + "</ul>")
+    budget = budget_line(data)
+    if budget is not None:
+        parts.append(f'<p class="hint">Budget: {esc(budget)}</p>')
+    if not parts:
+        return _section(
+            "sweeps", "Sweeps", '<p class="hint">This run swept neither concurrency nor proposal length.</p>'
+        )
+    lead = (
+        "Where a candidate stops paying as load grows (crossover), which proposal length to use (the smallest one "
+        "statistically indistinguishable from the best), and requests/s that meet the plan's SLOs. Plots below."
+    )
+    return _section("sweeps", "Sweeps", "".join(parts), lead)
+
+
 def _facts_cell(result: AdmissionResult) -> str:
     chips = "".join(f'<code class="fact">{esc(k)}={esc(v)}</code>' for k, v in deciding_facts(result))
     rows = "".join(f"<tr><td>{esc(k)}</td><td>{esc(fmt_fact(v))}</td></tr>" for k, v in result.facts.items())
@@ -257,6 +285,7 @@ def render_html(data: ReportData, *, link_base: str = "") -> str:
         _notes(data.notes),
         _decisions(data),
         _verdicts(data),
+        _sweeps(data),
         _admission(data),
         _section("groups", "Groups", _table(groups, table_id="groups-table") + _log_tails(data.groups)),
         _section(

@@ -8,6 +8,7 @@ import html
 import re
 
 from specselect.report.data import ReportData
+from specselect.report.sweep_tables import budget_line, crossover_spec, early_stop_lines, goodput_spec, length_spec
 from specselect.report.tables import (
     TableSpec,
     admission_spec,
@@ -49,6 +50,25 @@ def _fence(text: str) -> str:
     return f"{fence}console\n{text}\n{fence}"
 
 
+def _sweeps(data: ReportData) -> list[str]:
+    out: list[str] = []
+    for title, spec in (
+        ("Speedup vs concurrency: where it stops paying", crossover_spec(data)),
+        ("Proposal length: the smallest statistically as good as the best", length_spec(data)),
+        ("Goodput under the SLOs", goodput_spec(data)),
+    ):
+        if spec is not None:
+            out.extend(["", f"### {md_text(title)}", "", md_table(spec)])
+    stops = early_stop_lines(data)
+    if stops:
+        out.extend(["", "**Early stops**", ""])
+        out.extend(f"- {md_text(line)}" for line in stops)
+    budget = budget_line(data)
+    if budget is not None:
+        out.extend(["", f"**Budget**: {md_text(budget)}"])
+    return ["", "## Sweeps", *out] if out else []
+
+
 def render_markdown(data: ReportData) -> str:
     """The Markdown summary of one run."""
     m = data.manifest
@@ -80,6 +100,7 @@ def render_markdown(data: ReportData) -> str:
             f"- **{md_text(v.candidate)}** ({md_text(v.family)}, {md_text(v.run_status)}: {md_text(v.reason)}): "
             f"{md_text(v.verdict)}{hint}"
         )
+    out.extend(_sweeps(data))
     adm = admission_spec(data)
     if adm is not None:
         out.extend(["", "## Admission matrix", "", md_table(adm)])

@@ -8,15 +8,14 @@ endpoint the plan names and starts nothing (no process to stop, memory only as t
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from specselect.admission.capacity import Capabilities
 from specselect.admission.gather import Gathered
-from specselect.artifacts.assemble import PARITY_PASS_RULE
-from specselect.artifacts.layout import RunLayout, scenario_name
-from specselect.artifacts.results import GroupResult, LaunchRecord, ParityPassPolicy, ParityPassRun, ScenarioRun
+from specselect.artifacts.layout import RunLayout
+from specselect.artifacts.results import GroupResult, LaunchRecord, ParityPassRun, ScenarioRun
 from specselect.artifacts.store import load_records
 from specselect.assets.refs import ResolvedModel
 from specselect.core.admission import AdmissionResult
@@ -35,12 +34,13 @@ from specselect.errors import (
 )
 from specselect.evidence.parity import Output
 from specselect.evidence.samples import RequestKey
+from specselect.evidence.stats import BootstrapPolicy
 from specselect.measure.types import Endpoint
 from specselect.plan import BASELINE_FAMILY, BASELINE_GROUP, Candidate, LoadedPlan, TargetConfig
+from specselect.runner.earlystop import early_stop_check, skipped_run
 from specselect.runner.launch import LaunchingEngine, build_launch_spec, launch_record, served_model_name, serving_of
 from specselect.runner.progress import Progress
 from specselect.runner.scenario import (
-    PARITY_LOGPROBS,
     Serving,
     divergent_items,
     measure_scenario,
@@ -53,8 +53,6 @@ __all__ = [
     "TRAFFIC_GAP_S",
     "GroupInterrupted",
     "GroupJob",
-    "parity_pass_enabled",
-    "parity_policy",
     "run_group",
     "served_model_name",
 ]
@@ -91,24 +89,6 @@ class GroupJob:
     @property
     def is_baseline(self) -> bool:
         return self.candidate.is_baseline
-
-
-def parity_pass_enabled(loaded: LoadedPlan) -> bool:
-    """The logprob parity pass runs when the plan leaves it on auto and decoding is greedy."""
-    plan = loaded.plan
-    return plan.run.parity_pass == "auto" and plan.sampling.temperature == 0
-
-
-def parity_policy(loaded: LoadedPlan) -> ParityPassPolicy:
-    """The parity pass's policy as written into evidence.json."""
-    plan = loaded.plan
-    return ParityPassPolicy(
-        mode=plan.run.parity_pass,
-        ran=parity_pass_enabled(loaded),
-        logprobs=PARITY_LOGPROBS,
-        near_tie_threshold_nats=plan.thresholds.near_tie_threshold_nats,
-        rule=PARITY_PASS_RULE,
-    )
 
 
 def _now() -> str:
@@ -205,25 +185,31 @@ class _GroupRunner:
 
     def measure_all(self, serving: Serving, done: _Progressed) -> None:
         for wname, workload in self.workloads.items():
-            for concurrency in self.plan.run.concurrency:
-                done.scenarios.append(
-                    measure_scenario(
-                        serving,
-                        plan=self.plan,
-                        layout=self.layout,
-                        group=self.job.name,
-                        workload_name=wname,
-                        workload=workload,
-                        concurrency=concurrency,
-                        progress=self.progress,
-                    )
+            stop: str | None = None
+            for concurrency in sorted(self.plan.run.concurrency):
+                if stop is not None:
+                    done.scenarios.append(skipped_run(wname, workload, concurrency, stop))
+                    continue
+                run = measure_scenario(
+                    serving,
+                    plan=self.plan,
+                    layout=self.layout,
+                    group=self.job.name,
+                    workload_name=wname,
+                    workload=workload,
+                    concurrency=concurrency,
+                    progress=self.progress,
                 )
+                done.scenarios.append(run)
+                stop = self.early_stop(run, wname, concurrency)
+                if stop is not None:
+                    self.progress.warn(f"{self.job.name}: {stop}")
         if self.job.parity == "off":
             return
         for wname, workload in self.workloads.items():
             items = list(workload.items)
             if self.job.parity == "divergent":
-                wanted = self.divergent(wname)
+                wanted = self.divergent(wname, done.scenarios)
                 items = [item for item in items if item.id in wanted]
                 if not items:
                     done.parity.append(
@@ -249,14 +235,28 @@ class _GroupRunner:
                 )
             )
 
-    def divergent(self, workload: str) -> set[str]:
-        """Items of `workload` whose timed outputs differ from the baseline's in any scenario."""
+    def early_stop(self, run: ScenarioRun, workload: str, concurrency: int) -> str | None:
+        """Why to skip `workload`'s higher levels (see `specselect.runner.earlystop`); None to go on."""
+        higher = [c for c in self.plan.run.concurrency if c > concurrency]
+        if self.job.is_baseline or not self.plan.run.early_stop or not higher or run.status != "completed":
+            return None
+        return early_stop_check(
+            self.layout,
+            baseline=self.job.track,
+            group=self.job.name,
+            scenario=run.scenario,
+            workload=workload,
+            concurrency=concurrency,
+            policy=BootstrapPolicy(level=self.plan.thresholds.confidence_level),
+        )
+
+    def divergent(self, workload: str, measured: Sequence[ScenarioRun]) -> set[str]:
+        """Items of `workload` whose timed outputs differ from the baseline's in any measured scenario."""
         out: set[str] = set()
-        for concurrency in self.plan.run.concurrency:
-            scen = scenario_name(workload, concurrency)
-            reference = self.job.parity_reference.get(scen)
-            if reference:
-                out |= divergent_items(reference, load_records(self.layout, self.job.name, scen))
+        for run in measured:
+            reference = self.job.parity_reference.get(run.scenario)
+            if run.workload == workload and run.status == "completed" and reference:
+                out |= divergent_items(reference, load_records(self.layout, self.job.name, run.scenario))
         return out
 
     def run_launched(self, engine: LaunchingEngine, done: _Progressed) -> ReleaseCheck | None:

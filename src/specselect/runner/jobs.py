@@ -14,7 +14,8 @@ from specselect.evidence.parity import Output
 from specselect.evidence.samples import RequestKey
 from specselect.plan import Candidate, LoadedPlan
 from specselect.runner.admit import Admissions
-from specselect.runner.group import GroupJob, parity_pass_enabled
+from specselect.runner.group import GroupJob
+from specselect.runner.paritypass import baseline_parity_pass, parity_pass_enabled
 from specselect.runner.preflight import Preflight
 
 __all__ = ["NO_RUNNABLE_ON_TRACK", "build_job", "timed_outputs"]
@@ -48,16 +49,16 @@ def build_job(
 ) -> GroupJob:
     """A group's job on its own track; a track baseline none of whose candidates may run is skipped.
 
-    The parity pass covers every item for a baseline with an admitted candidate, and for a candidate only
-    the items whose timed outputs differ from its (already measured) baseline's, found in `done`.
+    The parity pass covers, for a candidate, the items whose timed outputs differ from its (already measured)
+    baseline's, found in `done`; a baseline with an admitted candidate covers every item with parity_pass = 'full'.
     """
     track = loaded.plan.track_of(cand.name)
     runnable = [r for r in map(adm.result, track.members) if r is not None and r.admitted]
     skip = NO_RUNNABLE_ON_TRACK if cand.is_baseline and not track.is_default and not runnable else None
     parity: Literal["full", "divergent", "off"] = "off"
     reference: dict[str, dict[RequestKey, Output]] = {}
-    if parity_pass_enabled(loaded) and cand.is_baseline:
-        parity = "full" if runnable else "off"
+    if cand.is_baseline:
+        parity = "full" if runnable and baseline_parity_pass(loaded) else "off"
     elif parity_pass_enabled(loaded):
         base = (done or {}).get(track.name)
         reference = timed_outputs(layout, base) if base is not None else {}

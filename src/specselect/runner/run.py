@@ -3,12 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
-import signal
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import FrameType
 
 from pydantic import BaseModel
 
@@ -26,19 +22,24 @@ from specselect.artifacts.results import (
     PreflightFile,
 )
 from specselect.artifacts.store import load_document, load_manifest, load_records
+from specselect.artifacts.sweeps import analyze_sweeps
 from specselect.core.decision import Thresholds
 from specselect.core.status import RunStatus
 from specselect.errors import ConfigError, InterruptedRun, ResultsError, UsageError
 from specselect.evidence.stats import BootstrapPolicy
+from specselect.evidence.sweep import DurationEstimate
 from specselect.measure.types import RequestRecord
 from specselect.plan import BASELINE_GROUP, LoadedPlan, load_plan
 from specselect.runner.admit import Admissions, admit_candidates
-from specselect.runner.group import GroupInterrupted, parity_policy, run_group
+from specselect.runner.budget import is_sweep, remaining_budget
+from specselect.runner.group import GroupInterrupted, run_group
 from specselect.runner.jobs import build_job
 from specselect.runner.launch import make_engine
+from specselect.runner.paritypass import parity_policy
 from specselect.runner.preflight import Preflight, run_preflight
 from specselect.runner.progress import Progress
 from specselect.runner.scenario import parity_scenario
+from specselect.runner.signals import sigterm_as_interrupt
 
 __all__ = ["RunOptions", "RunOutcome", "plan_scenarios", "probe_plan", "run_plan"]
 
@@ -125,31 +126,6 @@ def _thresholds(loaded: LoadedPlan, pre: Preflight) -> Thresholds:
     )
 
 
-@contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM takes the Ctrl-C path (stop the server, keep a consistent manifest)."""
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        # Hand over to whatever handles SIGINT right now: inside asyncio.run that is the runner's handler, which
-        # cancels the main task; raising KeyboardInterrupt here instead would land in an arbitrary task (e.g.
-        # aiohttp's body writer) and leave a "Task exception was never retrieved" traceback behind.
-        on_sigint = signal.getsignal(signal.SIGINT)
-        if callable(on_sigint):
-            on_sigint(signal.SIGINT, frame)
-            return
-        raise KeyboardInterrupt
-
-    try:
-        previous = signal.signal(signal.SIGTERM, handler)
-    except ValueError:  # not the main thread: nothing to install
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 class _Run:
     def __init__(self, opts: RunOptions, progress: Progress) -> None:
         self.opts = opts
@@ -158,6 +134,8 @@ class _Run:
         self.label = _label(self.loaded, opts.label)
         self.layout = RunLayout(Path(opts.results_dir) / self.label)
         self.created_at = _now()
+        self.budget: DurationEstimate | None = None
+        self.budget_stated = False
 
     def preflight_and_admission(self, *, label_existed: bool) -> tuple[Preflight, Admissions]:
         pre = run_preflight(
@@ -242,6 +220,7 @@ class _Run:
                 "target_ref": self.loaded.plan.target.model,
                 "target_snapshot": snapshot,
                 "groups": tuple(entries),
+                "budget": self.budget,
                 "files": dict(sorted(files.items())),
             }
         )
@@ -276,6 +255,21 @@ class _Run:
                 return None
         return group if group.complete else None
 
+    def state_budget(self, adm: Admissions, pre: Preflight, groups: dict[str, GroupResult]) -> None:
+        """Once the baseline has run, say how long the rest of a sweep should take (and keep it in the manifest)."""
+        baseline = groups.get(BASELINE_GROUP)
+        if self.budget_stated or baseline is None or not is_sweep(self.loaded):
+            return
+        self.budget_stated = True
+        self.budget = remaining_budget(self.loaded, adm, pre.workloads, baseline=baseline, done=groups)
+        if self.budget is not None:
+            b = self.budget
+            self.progress.info(
+                f"sweep budget: ~{b.seconds / 60:.1f} min for the groups left ({b.servers} server starts at "
+                f"{b.startup_s:.0f} s, {len(b.per_scenario)} scenarios at {b.tokens_per_s:.1f} tok/s per stream, "
+                f"measured on {BASELINE_GROUP}); a budget, not a promise"
+            )
+
     def execute(self) -> RunOutcome:
         previous = _check_resume(self.layout, self.loaded, self.opts.resume)
         if previous is not None:
@@ -291,7 +285,7 @@ class _Run:
         groups: dict[str, GroupResult] = {}
         self.write(self.layout.manifest, self.manifest(pre, groups, "running", files), files)
         engine = make_engine(self.loaded.plan.engine, pre.engine.env)
-        with _sigterm_as_interrupt():
+        with sigterm_as_interrupt():
             for cand in self.loaded.plan.groups:
                 earlier = self.resumable_group(cand.name, previous)
                 if earlier is not None:
@@ -299,6 +293,7 @@ class _Run:
                     outcome.skipped_groups.append(cand.name)
                     self.progress.info(f"{cand.name}: kept from the earlier run ({earlier.run_status.value})")
                     continue
+                self.state_budget(adm, pre, groups)
                 job = build_job(self.loaded, self.layout, cand, pre=pre, adm=adm, done=groups)
                 self.progress.stage(f"group {cand.name}")
                 try:
@@ -341,6 +336,18 @@ class _Run:
             load_parity_records=lambda g, w: self.load_parity(groups, g, w),
             parity_pass=parity_policy(self.loaded),
         )
+        plan = self.loaded.plan
+        sweeps = analyze_sweeps(
+            evidence,
+            ordered,
+            sweeps=plan.sweeps,
+            sweep_values={c.name: c.sweep.values for c in plan.candidates if c.sweep is not None},
+            slo_ttft_ms=plan.thresholds.slo_ttft_ms,
+            slo_tpot_ms=plan.thresholds.slo_tpot_ms,
+            load_records=lambda g, s: load_records(self.layout, g, s),
+        )
+        if not sweeps.empty:
+            evidence = evidence.model_copy(update={"sweeps": sweeps})
         handoff = build_handoff(
             evidence,
             ordered,

@@ -117,7 +117,7 @@ def problems_error(problems: list[Problem]) -> WorkloadError:
     first = problems[0]
     message = " ".join(first.message.split())
     if first.field:
-        message = f"field '{first.field}': {message}"
+        message = f"field '{first.shown_field}': {message}"
     if len(problems) > 1:
         message += f"; {len(problems) - 1} more problem(s) listed"
     lines = [p.line() for p in problems[:MAX_PROBLEMS]]

@@ -49,11 +49,18 @@ class Problem:
     fix: str | None = None
     field: str | None = None
 
+    @property
+    def shown_field(self) -> str | None:
+        """The field name as printed: control characters (a key like "\\n" in a file) escaped, to stay one line."""
+        if self.field is None or self.field.isprintable():
+            return self.field
+        return self.field.encode("unicode_escape").decode("ascii")
+
     def line(self) -> str:
         """The problem as one line: `where: field 'f': message (fix: ...)`."""
         text = f"{self.where}: "
         if self.field:
-            text += f"field '{self.field}': "
+            text += f"field '{self.shown_field}': "
         text += " ".join(self.message.split())
         if self.fix:
             text += f" (fix: {' '.join(self.fix.split())})"

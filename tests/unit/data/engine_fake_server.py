@@ -16,7 +16,8 @@ import signal
 import subprocess
 import sys
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from fake_http_server import FakeHandler, serve
 
 
 def main() -> int:
@@ -43,24 +44,9 @@ def main() -> int:
         return 3
 
     ready_at = time.monotonic() + args.ready_after
-    api_key = os.environ.get("VLLM_API_KEY")
 
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, format: str, *a: object) -> None:
-            pass
-
-        def _send(self, code: int, body: bytes, ctype: str = "application/json") -> None:
-            self.send_response(code)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def _authorised(self) -> bool:
-            if api_key and self.headers.get("Authorization") != f"Bearer {api_key}":
-                self._send(401, b'{"error": "unauthorised"}')
-                return False
-            return True
+    class Handler(FakeHandler):
+        api_key = os.environ.get("VLLM_API_KEY")
 
         def do_GET(self) -> None:
             if self.path == "/health":
@@ -90,10 +76,7 @@ def main() -> int:
             elif self.path != "/v1/chat/completions":
                 self._send(404, b"{}")
 
-    server = ThreadingHTTPServer((args.host, args.port), Handler)
-    print(f"listening on {args.host}:{args.port}", flush=True)
-    server.serve_forever()
-    return 0
+    return serve(args.host, args.port, Handler)
 
 
 if __name__ == "__main__":

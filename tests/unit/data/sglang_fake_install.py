@@ -13,7 +13,7 @@ project's sources, written here in miniature):
   `srt/arg_groups/*.py`, NEXTN rewritten by an argument hook, `/server_info` and `/get_server_info`.
 
 `sglang/__init__.py` raises when SGLANG_FAKE_FORBID_IMPORT is set, so a probe that imported sglang fails.
-`sglang/launch_server.py` is the stand-in server `sglang_fake_launch_server.py`.
+`sglang/launch_server.py` is the stand-in server `sglang_fake_launch_server.py` (with its `fake_http_server.py`).
 """
 
 from __future__ import annotations
@@ -296,6 +296,7 @@ def install(site: Path, style: str, *, version: str | None = None) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(textwrap.dedent(text).lstrip(), encoding="utf-8")
     shutil.copy(Path(__file__).with_name("sglang_fake_launch_server.py"), package / "launch_server.py")
+    shutil.copy(Path(__file__).with_name("fake_http_server.py"), package / "fake_http_server.py")
     dist = site / f"sglang-{version}.dist-info"
     dist.mkdir(parents=True, exist_ok=True)
     (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: sglang\nVersion: {version}\n", encoding="utf-8")

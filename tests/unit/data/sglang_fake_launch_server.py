@@ -14,7 +14,11 @@ import argparse
 import json
 import sys
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+# fake_http_server.py sits next to this file (sglang_fake_install copies both into the fake package).
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fake_http_server import FakeHandler, serve
 
 TOKENS_PER_REQUEST = 9
 STEPS_PER_REQUEST = 4
@@ -81,22 +85,8 @@ def main() -> int:
             ]
         return "\n".join(lines) + "\n"
 
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, format: str, *a: object) -> None:
-            pass
-
-        def _send(self, code: int, body: bytes, ctype: str = "application/json") -> None:
-            self.send_response(code)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def _authorised(self) -> bool:
-            if args.api_key and self.headers.get("Authorization") != f"Bearer {args.api_key}":
-                self._send(401, b'{"error": "unauthorised"}')
-                return False
-            return True
+    class Handler(FakeHandler):
+        api_key = args.api_key
 
         def do_GET(self) -> None:
             info_paths = ("/get_server_info",) if args.fake_old_endpoint else ("/server_info", "/get_server_info")
@@ -129,10 +119,7 @@ def main() -> int:
             body = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "Hello there."}}]}
             self._send(200, json.dumps(body).encode())
 
-    server = ThreadingHTTPServer((args.host, args.port), Handler)
-    print(f"listening on {args.host}:{args.port}", flush=True)
-    server.serve_forever()
-    return 0
+    return serve(args.host, args.port, Handler)
 
 
 if __name__ == "__main__":

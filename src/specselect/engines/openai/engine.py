@@ -12,8 +12,8 @@ from pydantic import BaseModel, ConfigDict
 from specselect.engines.base import LaunchSpec, SanityResult
 from specselect.engines.localnet import local_request
 from specselect.engines.openai.probe import EndpointProbe, endpoint_headers, metrics_flavor, probe_endpoint
+from specselect.engines.serving import sanity_check
 from specselect.engines.telemetry import MetricsSnapshot, SpecDecodeCounters, parse_prometheus, spec_decode_delta
-from specselect.engines.vllm.launch import sanity_check
 from specselect.errors import ConfigError, ProtocolError, ServerTimeoutError
 
 __all__ = ["DEFAULT_SPEC_READERS", "AttachedServer", "OpenAIEndpointEngine", "OpenAIKindInfo", "SpecCountersFn"]

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -17,9 +16,10 @@ from typing import Any, Protocol
 
 from specselect.artifacts.io import atomic_write_bytes
 from specselect.engines.base import LaunchSpec, ReleaseCheck, RunningServer, SanityResult
-from specselect.engines.localnet import local_request
+from specselect.engines.launchargs import launch_api_key, python_or_command, server_process_args
 from specselect.engines.redaction import REDACTED
 from specselect.engines.server import ServerProcess
+from specselect.engines.serving import sanity_check, server_api_key, server_get
 from specselect.engines.sglang.launch import build_sglang_argv
 from specselect.engines.sglang.probe import SglangCapabilities, probe_sglang
 from specselect.engines.sglang.serverinfo import ServerInfoReading, ServerInfoSnapshot, parse_server_info
@@ -31,8 +31,7 @@ from specselect.engines.sglang.telemetry import (
     to_spec_telemetry,
 )
 from specselect.engines.telemetry import MetricsSnapshot, SpecDecodeCounters, SpecTelemetry, parse_prometheus
-from specselect.engines.vllm.launch import sanity_check
-from specselect.errors import ArtifactError, ConfigError, ProtocolError, ServerTimeoutError
+from specselect.errors import ArtifactError, ConfigError, ProtocolError
 
 __all__ = ["SERVER_INFO_PATHS", "SglangEngine"]
 
@@ -108,14 +107,12 @@ class SglangEngine:
     ) -> None:
         if python is None and env is not None:
             python = env.python
-        if python is None and not command:
-            raise ConfigError(
-                "the SGLang engine needs a python or a command",
-                location="engine",
-                fix="set engine.python to the python of an environment with sglang installed",
-            )
-        self._python = Path(python) if python is not None else None
-        self._command = tuple(command) if command else None
+        self._python, self._command = python_or_command(
+            python,
+            command,
+            engine="SGLang",
+            fix="set engine.python to the python of an environment with sglang installed",
+        )
         self._caps = caps
         self._probe_env = dict(probe_env or {})
         self._term_grace_s = term_grace_s
@@ -190,15 +187,7 @@ class SglangEngine:
 
     def launch(self, spec: LaunchSpec) -> ServerProcess:
         """A context manager yielding the ready server; `.release_check` holds the teardown check afterwards."""
-        api_key: str | None = None
-        if spec.api_key_env:
-            api_key = os.environ.get(spec.api_key_env)
-            if not api_key:
-                raise ConfigError(
-                    f"environment variable {spec.api_key_env} is not set",
-                    location=f"groups.{spec.group}.api_key_env",
-                    fix=f"export {spec.api_key_env}=... or remove api_key_env",
-                )
+        api_key = launch_api_key(spec)
         self._check_launch_flags(self.argv(spec, spec.port or 1, api_key=api_key))  # fail before spawning
         env = dict(spec.env)
         if api_key:
@@ -206,36 +195,19 @@ class SglangEngine:
         return _ScrubbingServerProcess(
             lambda port: self.argv(spec, port, api_key=api_key),
             secret=api_key,
-            log_path=spec.log_path,
-            served_model=spec.served_model_name,
-            run_dir=spec.run_dir,
-            host=spec.host,
-            port=spec.port,
+            **server_process_args(spec),
             env=env,
-            spec_config=spec.speculative_config,
-            api_key_env=spec.api_key_env,
             name=f"SGLang server for {spec.group}",
-            startup_timeout_s=spec.startup_timeout_s,
             health_path=self._health_path,
             term_grace_s=self._term_grace_s,
             poll_interval_s=self._poll_interval_s,
         )
 
     @staticmethod
-    def _headers(server: RunningServer) -> dict[str, str]:
-        key = os.environ.get(server.api_key_env) if server.api_key_env else None
-        return {"Authorization": f"Bearer {key}"} if key else {}
-
-    def _get(self, server: RunningServer, path: str, timeout_s: float) -> tuple[int, bytes]:
-        url = f"{server.base_url}{path}"
-        try:
-            return local_request("GET", url, headers=self._headers(server), timeout_s=timeout_s)
-        except TimeoutError as exc:
-            raise ServerTimeoutError(
-                f"{path} did not answer within {timeout_s:.0f} s", location=url, fix="read the log"
-            ) from exc
-        except OSError as exc:
-            raise ProtocolError(f"{path} failed: {exc}", location=url, fix="check that the server runs") from exc
+    def _get(server: RunningServer, path: str, timeout_s: float) -> tuple[int, bytes]:
+        key = server_api_key(server)
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        return server_get(server.base_url, path, headers=headers, timeout_s=timeout_s)
 
     def scrape_metrics(self, server: RunningServer, timeout_s: float = 30.0) -> str:
         """GET /metrics as text ("" when the server exports none, e.g. started without --enable-metrics)."""
@@ -300,5 +272,4 @@ class SglangEngine:
 
     def sanity(self, server: RunningServer, timeout_s: float = 120.0) -> SanityResult:
         """The served model is listed by /v1/models and one short chat completion returns text."""
-        api_key = os.environ.get(server.api_key_env) if server.api_key_env else None
-        return sanity_check(server.base_url, server.served_model, api_key=api_key, timeout_s=timeout_s)
+        return sanity_check(server.base_url, server.served_model, api_key=server_api_key(server), timeout_s=timeout_s)

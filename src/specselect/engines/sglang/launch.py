@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from specselect.engines.base import LaunchSpec
+from specselect.engines.launchargs import command_head, flag_name, repeated_engine_arg, secret_engine_arg, serving_args
 from specselect.engines.sglang.specargs import sglang_flag
 from specselect.errors import ConfigError
 
@@ -48,10 +49,6 @@ _RESERVED_FLAGS = frozenset(
 _SPECULATIVE_PREFIX = "--speculative-"
 
 
-def _flag_name(arg: str) -> str:
-    return arg.split("=", 1)[0] if arg.startswith("--") else ""
-
-
 def speculative_argv(args: Mapping[str, Any]) -> list[str]:
     """The `--speculative-*` flags of a speculative-arguments object (True -> bare flag, False/None -> absent)."""
     out: list[str] = []
@@ -72,26 +69,17 @@ def speculative_argv(args: Mapping[str, Any]) -> list[str]:
 
 def _check_engine_args(spec: LaunchSpec, ours: frozenset[str]) -> None:
     for extra in spec.engine_args:
-        flag = _flag_name(extra)
-        where = f"groups.{spec.group}.engine_args"
+        flag = flag_name(extra)
         if flag in _SECRET_FLAGS:
-            raise ConfigError(
-                f"{flag} must not be written into engine args",
-                location=where,
-                fix="put the key in an environment variable and name it in api_key_env",
-            )
+            raise secret_engine_arg(spec, flag)
         if flag.startswith(_SPECULATIVE_PREFIX):
             raise ConfigError(
                 f"{flag} is set by specselect from the candidate and cannot be given in engine args",
-                location=where,
+                location=f"groups.{spec.group}.engine_args",
                 fix="use the candidate's family, method, num_speculative_tokens, proposer and options",
             )
         if flag in ours or (flag == "--disable-radix-cache" and spec.disable_prefix_caching):
-            raise ConfigError(
-                f"{flag} is set by specselect from the plan and cannot be repeated in engine args",
-                location=where,
-                fix=f"remove {flag} from engine_args and set the plan field instead",
-            )
+            raise repeated_engine_arg(spec, flag)
 
 
 def build_sglang_argv(
@@ -109,34 +97,20 @@ def build_sglang_argv(
     Parallel sizes become `--tp-size` (always), `--pp-size` / `--dp-size` (when above 1); a distributed
     executor backend is vLLM's and is refused. `per_request_spec_metrics` has no SGLang flag and is ignored.
     """
-    if command:
-        head = [str(part) for part in command]
-    elif python is not None:
-        head = [str(python), "-m", SGLANG_SERVER_MODULE]
-    else:
-        raise ConfigError(
-            "no python and no command to start SGLang with",
-            location="engine",
-            fix="give the python of the environment with sglang, or a command prefix",
-        )
+    head = command_head(
+        python,
+        command,
+        SGLANG_SERVER_MODULE,
+        engine="SGLang",
+        fix="give the python of the environment with sglang, or a command prefix",
+    )
     if spec.distributed_executor_backend:
         raise ConfigError(
             f"distributed_executor_backend {spec.distributed_executor_backend!r} is a vLLM setting",
             location="engine.distributed_executor_backend",
             fix="remove it: SGLang starts its own tensor/pipeline/data parallel workers on one node",
         )
-    args: list[str] = [
-        "--model-path",
-        str(spec.model_path),
-        "--served-model-name",
-        spec.served_model_name,
-        "--host",
-        spec.host,
-        "--port",
-        str(port),
-        "--dtype",
-        spec.dtype,
-    ]
+    args = serving_args(spec, port, model_flag="--model-path")
     if spec.max_model_len is not None:
         args += ["--context-length", str(spec.max_model_len)]
     args += ["--tp-size", str(spec.tensor_parallel_size)]

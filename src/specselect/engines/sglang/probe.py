@@ -15,24 +15,26 @@ distribution records' names and modification times, plus site-packages' modifica
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import json
-import os
-import subprocess
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-import psutil
 from pydantic import BaseModel, ConfigDict, Field
 
-from specselect.artifacts.io import atomic_write_json
+from specselect.engines.probing import (
+    HOST_RESERVE_MB,
+    DeviceInfo,
+    cached_probe,
+    device_budget,
+    dist_records,
+    probe_versions,
+    query_devices,
+    records_cache_key,
+)
 from specselect.engines.sglang.specargs import supported_methods
-from specselect.engines.vllm.envsetup import default_home, script_command
-from specselect.engines.vllm.probe import HOST_RESERVE_MB, DeviceInfo, query_devices
-from specselect.errors import ArtifactError, EngineSetupError
+from specselect.engines.vllm.envsetup import default_home
+from specselect.errors import EngineSetupError
 
 __all__ = ["LAUNCH_FLAGS", "SglangCapabilities", "probe_sglang", "sglang_probe_cache_key"]
 
@@ -51,9 +53,6 @@ LAUNCH_FLAGS = (
     "--api-key",
 )
 """The flags specselect's SGLang launcher may emit; the probe records which ones the installed version declares."""
-
-_CACHE_SCHEMA = 1
-_PROBE_TIMEOUT_S = 60
 
 
 class SglangCapabilities(BaseModel):
@@ -92,64 +91,9 @@ class SglangCapabilities(BaseModel):
     from_cache: bool = False
 
 
-def _site_records(python: Path) -> list[Path]:
-    root = Path(python).parent.parent
-    found: list[Path] = []
-    for pattern in ("lib/python*/site-packages/sglang-*.dist-info", "Lib/site-packages/sglang-*.dist-info"):
-        found.extend(root.glob(pattern))
-    return sorted(found)
-
-
 def sglang_probe_cache_key(python: Path) -> str | None:
     """The cache key of an environment's probe; None when its sglang record cannot be found (no caching)."""
-    records = _site_records(python)
-    if not records:
-        return None
-    parts = [str(Path(python).absolute())]
-    parts.extend(f"{p.name}:{p.stat().st_mtime_ns}" for p in records)
-    parts.extend(f"{d}:{d.stat().st_mtime_ns}" for d in sorted({p.parent for p in records}))
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32]
-
-
-def _run_probe_script(python: Path, cwd: Path, env: Mapping[str, str] | None) -> dict[str, Any]:
-    script = Path(__file__).with_name("_probe_script.py")
-    fix = f"check that {python} is the python of an environment with sglang installed"
-    child_env = {**os.environ, **(env or {})}
-    try:
-        proc = subprocess.run(
-            script_command(python, script),
-            cwd=cwd,
-            env=child_env,
-            capture_output=True,
-            text=True,
-            timeout=_PROBE_TIMEOUT_S,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise EngineSetupError(f"SGLang probe did not run: {exc}", location=str(python), fix=fix) from exc
-    if proc.returncode != 0 or not proc.stdout.strip():
-        tail = " | ".join(proc.stderr.strip().splitlines()[-3:])
-        raise EngineSetupError(f"SGLang probe failed (exit {proc.returncode}): {tail}", location=str(python), fix=fix)
-    try:
-        data = json.loads(proc.stdout.strip().splitlines()[-1])
-    except ValueError as exc:
-        raise EngineSetupError(f"SGLang probe printed no JSON: {exc}", location=str(python), fix=fix) from exc
-    if not isinstance(data, dict):
-        raise EngineSetupError("SGLang probe printed no JSON object", location=str(python), fix=fix)
-    if data.get("error"):
-        raise EngineSetupError(f"SGLang probe: {data['error']}", location=str(python), fix=fix)
-    return data
-
-
-def _load_cached(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(data, dict) or data.get("schema_version") != _CACHE_SCHEMA:
-        return None
-    engine = data.get("engine")
-    return engine if isinstance(engine, dict) else None
+    return records_cache_key([str(Path(python).absolute())], dist_records(Path(python).parent.parent, "sglang-*"))
 
 
 def _strs(value: Any) -> tuple[str, ...]:
@@ -168,17 +112,16 @@ def probe_sglang(
     python = Path(python).expanduser()
     cache_dir = cache_dir or default_home() / "cache" / "probe"
     key = sglang_probe_cache_key(python) if not env else None
-    cache_file = cache_dir / f"sglang-{key}.json" if key else None
-    engine = _load_cached(cache_file) if cache_file is not None else None
-    from_cache = engine is not None
-    if engine is None:
-        cache_dir.mkdir(parents=True, exist_ok=True)
-        engine = _run_probe_script(python, cache_dir, env)
-        if cache_file is not None:
-            # A cache that cannot be written only costs a re-probe next time.
-            with contextlib.suppress(ArtifactError):
-                atomic_write_json(cache_file, {"schema_version": _CACHE_SCHEMA, "engine": engine})
-    versions = {str(k): (str(v) if v is not None else None) for k, v in dict(engine.get("versions") or {}).items()}
+    engine, from_cache = cached_probe(
+        python,
+        Path(__file__).with_name("_probe_script.py"),
+        cache_dir=cache_dir,
+        cache_file=cache_dir / f"sglang-{key}.json" if key else None,
+        label="SGLang probe",
+        fix=f"check that {python} is the python of an environment with sglang installed",
+        env=env,
+    )
+    versions = probe_versions(engine)
     version = versions.get("sglang")
     if version is None:
         raise EngineSetupError(
@@ -189,26 +132,19 @@ def probe_sglang(
     algorithms = _strs(engine.get("algorithms"))
     flags = set(_strs(engine.get("flags")))
     methods = supported_methods(algorithms)
-    gpus = query_devices()
-    if gpus:
-        device_kind: Literal["cpu", "cuda"] = "cuda"
-        devices = gpus
-        budget = min(d.memory_mb for d in gpus)
-        basis = "total memory of the smallest visible GPU (SGLang's --mem-fraction-static applies in the estimate)"
-    else:
-        device_kind = "cpu"
-        total_mb = int(psutil.virtual_memory().total // (1024 * 1024))
-        devices = (DeviceInfo(name="host RAM", memory_mb=total_mb),)
-        budget = max(total_mb - HOST_RESERVE_MB, 0)
-        basis = f"host RAM minus {HOST_RESERVE_MB} MB; SGLang's speculative decoding does not run on CPU"
+    budget = device_budget(
+        query_devices(),
+        cuda_basis="total memory of the smallest visible GPU (SGLang's --mem-fraction-static applies in the estimate)",
+        cpu_basis=f"host RAM minus {HOST_RESERVE_MB} MB; SGLang's speculative decoding does not run on CPU",
+    )
     source = engine.get("algorithm_source")
     return SglangCapabilities(
         engine_version=version,
         python=str(python),
-        device_kind=device_kind,
-        devices=devices,
-        memory_budget_mb=budget,
-        memory_budget_basis=basis,
+        device_kind=budget.device_kind,
+        devices=budget.devices,
+        memory_budget_mb=budget.memory_budget_mb,
+        memory_budget_basis=budget.memory_budget_basis,
         spec_methods=methods,
         method_hardware=dict.fromkeys(methods, "cuda"),
         versions=versions,

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from specselect.engines.base import LaunchSpec, RunningServer, SanityResult
-from specselect.engines.localnet import local_request
+from specselect.engines.launchargs import launch_api_key, python_or_command, server_process_args
 from specselect.engines.server import ServerProcess
+from specselect.engines.serving import sanity_check, server_api_key, server_get
 from specselect.engines.telemetry import MetricsSnapshot, parse_prometheus
-from specselect.engines.vllm.launch import build_vllm_argv, sanity_check
-from specselect.errors import ConfigError, ProtocolError, ServerTimeoutError
+from specselect.engines.vllm.launch import build_vllm_argv
+from specselect.errors import ConfigError, ProtocolError
 
 if TYPE_CHECKING:
     from specselect.engines.vllm.envsetup import EngineEnv
@@ -40,14 +40,9 @@ class VllmEngine:
     ) -> None:
         if python is None and env is not None:
             python = env.python
-        if python is None and not command:
-            raise ConfigError(
-                "the vLLM engine needs a python or a command",
-                location="engine",
-                fix="run `specselect setup` or give the python of a venv with vllm",
-            )
-        self._python = Path(python) if python is not None else None
-        self._command = tuple(command) if command else None
+        self._python, self._command = python_or_command(
+            python, command, engine="vLLM", fix="run `specselect setup` or give the python of a venv with vllm"
+        )
         self._env = env
         self._term_grace_s = term_grace_s
         self._poll_interval_s = poll_interval_s
@@ -76,47 +71,28 @@ class VllmEngine:
         """A context manager yielding the ready server; `.release_check` holds the teardown check afterwards."""
         build_vllm_argv(spec, spec.port or 1, python=self._python, command=self._command)  # fail before spawning
         env = {**_VLLM_ENV, **spec.env}
-        if spec.api_key_env:
-            value = os.environ.get(spec.api_key_env)
-            if not value:
-                raise ConfigError(
-                    f"environment variable {spec.api_key_env} is not set",
-                    location=f"groups.{spec.group}.api_key_env",
-                    fix=f"export {spec.api_key_env}=... or remove api_key_env",
-                )
+        api_key = launch_api_key(spec)
+        if api_key:
             # Through the environment, not argv, so the key never shows in `ps` or in the recorded command.
-            env["VLLM_API_KEY"] = value
+            env["VLLM_API_KEY"] = api_key
         return ServerProcess(
             lambda port: self.argv(spec, port),
-            log_path=spec.log_path,
-            served_model=spec.served_model_name,
-            run_dir=spec.run_dir,
-            host=spec.host,
-            port=spec.port,
+            **server_process_args(spec),
             env=env,
-            spec_config=spec.speculative_config,
-            api_key_env=spec.api_key_env,
             name=f"vLLM server for {spec.group}",
-            startup_timeout_s=spec.startup_timeout_s,
             term_grace_s=self._term_grace_s,
             poll_interval_s=self._poll_interval_s,
         )
 
     def scrape_metrics(self, server: RunningServer, timeout_s: float = 30.0) -> str:
         """GET /metrics as text ("" when the server has no metrics endpoint)."""
-        url = f"{server.base_url}/metrics"
-        try:
-            status, body = local_request("GET", url, timeout_s=timeout_s)
-        except TimeoutError as exc:
-            raise ServerTimeoutError(
-                f"/metrics did not answer within {timeout_s:.0f} s", location=url, fix="read the log"
-            ) from exc
-        except OSError as exc:
-            raise ProtocolError(f"/metrics failed: {exc}", location=url, fix="check that the server runs") from exc
+        status, body = server_get(server.base_url, "/metrics", timeout_s=timeout_s)
         if status == 404:
             return ""
         if status != 200:
-            raise ProtocolError(f"/metrics answered HTTP {status}", location=url, fix="read the server log")
+            raise ProtocolError(
+                f"/metrics answered HTTP {status}", location=f"{server.base_url}/metrics", fix="read the server log"
+            )
         return body.decode("utf-8", errors="replace")
 
     def snapshot(self, server: RunningServer) -> MetricsSnapshot:
@@ -125,5 +101,4 @@ class VllmEngine:
 
     def sanity(self, server: RunningServer, timeout_s: float = 120.0) -> SanityResult:
         """The served model is listed by /v1/models and one short chat completion returns text."""
-        api_key = os.environ.get(server.api_key_env) if server.api_key_env else None
-        return sanity_check(server.base_url, server.served_model, api_key=api_key, timeout_s=timeout_s)
+        return sanity_check(server.base_url, server.served_model, api_key=server_api_key(server), timeout_s=timeout_s)

@@ -1,0 +1,24 @@
+"""What every saved results document shares: its schema version and the tool that wrote it."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+import specselect
+
+__all__ = ["RESULTS_SCHEMA_VERSION", "ResultsDocument"]
+
+RESULTS_SCHEMA_VERSION = 1
+"""Version of every document in this module; readers refuse other versions with a clear message."""
+
+
+class ResultsDocument(BaseModel):
+    """Base of every results document: `schema_version`, tool name and version, frozen, no unknown keys."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    schema_version: int = RESULTS_SCHEMA_VERSION
+    tool: Literal["specselect"] = "specselect"
+    tool_version: str = Field(default_factory=lambda: specselect.__version__)

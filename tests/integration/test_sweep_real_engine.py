@@ -1,0 +1,60 @@
+"""`specselect run builtin:cpu-sweep` on the real CPU vLLM: n-gram at proposal lengths 1, 3 and 5, each at
+concurrency 1 and 2, runs to the end; the sweep analysis, the hand-off advice and the report's speedup-vs-length
+and speedup-vs-concurrency plots are all there."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from _reduced_plan import specselect
+
+from specselect.artifacts.layout import RunLayout
+from specselect.artifacts.results import EvidenceFile, Handoff, Manifest
+from specselect.artifacts.store import load_document
+from specselect.artifacts.verify import verify_run
+
+pytestmark = pytest.mark.integration
+
+SUBS = ["g1_ngram.k1", "g1_ngram.k3", "g1_ngram.k5"]
+
+
+def test_cpu_sweep_over_length_and_concurrency(tmp_path: Path) -> None:
+    done = specselect("run", "builtin:cpu-sweep", "--results-dir", "results", "--json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads(done.stdout)
+    layout = RunLayout(Path(summary["results_dir"]))
+
+    manifest = load_document(layout.manifest, Manifest)
+    assert manifest.status == "complete"
+    assert [g.name for g in manifest.groups] == ["g0_target_only", *SUBS]
+    assert all(g.run_status.value == "completed" for g in manifest.groups)
+    assert manifest.budget is not None and manifest.budget.servers == len(SUBS)
+
+    evidence = load_document(layout.evidence, EvidenceFile)
+    scenarios = {(e.candidate, e.scenario) for e in evidence.entries}
+    assert scenarios == {(s, f"repetition-c{c}") for s in SUBS for c in (1, 2)}
+    sweeps = evidence.sweeps
+    assert sweeps is not None
+    # One crossover per sub-candidate over both levels, one length choice per scenario over the three lengths.
+    assert sorted(c.candidate for c in sweeps.crossovers) == SUBS
+    assert all(c.levels == (1, 2) for c in sweeps.crossovers)
+    assert sorted((s.sweep, s.choice.workload, s.choice.concurrency) for s in sweeps.lengths) == [
+        ("g1_ngram", "repetition", 1),
+        ("g1_ngram", "repetition", 2),
+    ]
+    for s in sweeps.lengths:
+        assert [row.length for row in s.choice.per_length] == [1, 3, 5]
+        # On copy-heavy prompts longer proposals win: whatever the verdict, a length is recommended.
+        assert s.choice.recommended_length in (1, 3, 5), s.choice.reason
+    assert {(g.group, g.scenario) for g in sweeps.goodput} >= {("g0_target_only", "repetition-c1")}
+
+    handoff = load_document(layout.handoff, Handoff)
+    assert len(handoff.concurrency_limits) == len(SUBS) and len(handoff.proposal_lengths) == 2
+
+    html = (layout.root / "report.html").read_text()
+    assert "Speedup vs proposal length" in html and "Speedup vs concurrency" in html
+    assert 'id="sweeps"' in html
+    report = verify_run(layout.root)
+    assert report.ok, report.problems
