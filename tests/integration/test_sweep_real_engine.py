@@ -24,7 +24,7 @@ def test_cpu_sweep_over_length_and_concurrency(tmp_path: Path) -> None:
     done = specselect("run", "builtin:cpu-sweep", "--results-dir", "results", "--json", cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads(done.stdout)
-    layout = RunLayout(Path(summary["results_dir"]))
+    layout = RunLayout(tmp_path / summary["results_dir"])  # relative to the run's working directory
 
     manifest = load_document(layout.manifest, Manifest)
     assert manifest.status == "complete"

@@ -12,6 +12,7 @@ from specselect.artifacts.assemble import CONTAMINATION_RULE, MISSING_UNCONTAMIN
 from specselect.artifacts.results import ParityPassPolicy
 from specselect.engines.openai.traffic import IdleWindow, TrafficCheck
 from specselect.engines.telemetry import SpecTelemetry
+from specselect.measure.hostload import HostLoad
 from specselect.measure.types import RequestRecord
 
 PASS = f"{KEY.name}.parity"
@@ -36,6 +37,7 @@ def run(
     *,
     base_pass: list[RequestRecord] | None = None,
     cand_pass: list[RequestRecord] | None = None,
+    host_limit: float | None = None,
     **cand_extra: Any,
 ) -> Any:
     store: Store = {
@@ -53,7 +55,13 @@ def run(
         group("g1", track="g0_target_only", snapshot="s", run=candidate_run(store[("g1", KEY.name)], **cand_extra)),
     ]
     policy = ParityPassPolicy(mode="auto", ran=True, near_tie_threshold_nats=0.1, rule="r")
-    ev = evidence(groups, store, load_parity_records=lambda g, w: passes[g], parity_pass=policy)
+    ev = evidence(
+        groups,
+        store,
+        load_parity_records=lambda g, w: passes[g],
+        parity_pass=policy,
+        host_foreign_cpu_share_limit=host_limit,
+    )
     return ev, ev.entries[0]
 
 
@@ -138,6 +146,32 @@ def test_a_clean_traffic_check_changes_nothing() -> None:
     ev, entry = run(TOKENS, traffic=_traffic("clean"))
     assert entry.evidence.evidence_status.value == "comparable" and entry.contamination == ()
     assert ev.policy.contamination_rule == CONTAMINATION_RULE
+
+
+def _host(share: float) -> HostLoad:
+    return HostLoad(
+        wall_s=10.0,
+        logical_cpus=2,
+        host_busy_cpu_s=20.0,
+        own_cpu_s=20.0 - share * 20.0,
+        foreign_cpu_s=share * 20.0,
+        foreign_share=share,
+    )
+
+
+def test_a_busy_host_makes_the_pair_incomplete_and_a_quiet_one_changes_nothing() -> None:
+    ev, busy = run(TOKENS, host_limit=0.25, host_load=_host(0.4))
+    assert busy.evidence.evidence_status.value == "incomplete"
+    assert busy.evidence.missing_detail == (f"candidate.{MISSING_UNCONTAMINATED}",)
+    assert busy.contamination == (
+        f"candidate: host busy: 40% of all CPU time went to other processes during {KEY.name} (limit 25%)",
+    )
+    assert busy.decision.decision.value == "tune" and busy.decision.reason == "incomplete_evidence"
+    assert ev.policy.contamination_rule == CONTAMINATION_RULE and ev.policy.host_foreign_cpu_share_limit == 0.25
+    _, quiet = run(TOKENS, host_limit=0.25, host_load=_host(0.05))
+    assert quiet.evidence.evidence_status.value == "comparable" and quiet.contamination == ()
+    _, unchecked = run(TOKENS, host_limit=None, host_load=_host(0.9))  # the plan turned the check off
+    assert unchecked.evidence.evidence_status.value == "comparable"
 
 
 def test_runs_without_traffic_checks_state_no_contamination_rule() -> None:

@@ -104,6 +104,17 @@ def _not_evaluated(after: str) -> GateCheck:
     return GateCheck.ok(evaluated=False, after_failed_gate=after)
 
 
+_GATE_ORDER = ("backend", "asset", "compatibility", "capacity")
+
+
+def _stopped(method: str, proposer: ResolvedModel | None, **ran: GateCheck) -> Gathered:
+    """The gates that ran, in order, up to the one that failed; the later ones are not evaluated because of it."""
+    failed = next((name for name in _GATE_ORDER if name in ran and not ran[name].passed), "backend")
+    rest = _not_evaluated(failed)
+    checks = {name: ran.get(name, rest) for name in _GATE_ORDER}
+    return Gathered(input=AdmissionInput(enabled=True, **checks), method=method, proposer=proposer)
+
+
 def _plain_version(text: str) -> Version:
     return Version(Version(text).public)  # local labels such as +cpu do not order releases
 
@@ -266,28 +277,13 @@ def gather_admission(
     else:
         backend = _backend_gate(method, candidate, caps, settings.kind)
     if not backend.passed or caps is None:
-        rest = _not_evaluated("backend")
-        return Gathered(
-            input=AdmissionInput(enabled=True, backend=backend, asset=rest, compatibility=rest, capacity=rest),
-            method=method,
-        )
+        return _stopped(method, None, backend=backend)
     asset, proposer = _asset_check(method, family, candidate, target, home=home, env=env, prepare=prepare)
     if not asset.passed:
-        rest = _not_evaluated("asset")
-        return Gathered(
-            input=AdmissionInput(enabled=True, backend=backend, asset=asset, compatibility=rest, capacity=rest),
-            method=method,
-        )
+        return _stopped(method, None, backend=backend, asset=asset)
     compatibility = check_compatibility(method, target, proposer, candidate.options)
     if not compatibility.passed:
-        rest = _not_evaluated("compatibility")
-        return Gathered(
-            input=AdmissionInput(
-                enabled=True, backend=backend, asset=asset, compatibility=compatibility, capacity=rest
-            ),
-            method=method,
-            proposer=proposer,
-        )
+        return _stopped(method, proposer, backend=backend, asset=asset, compatibility=compatibility)
     capacity = capacity_check(
         target,
         proposer,

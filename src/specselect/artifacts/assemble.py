@@ -66,8 +66,10 @@ PARITY_PASS_RULE = (
 CONTAMINATION_RULE = (
     "endpoints specselect does not own: /metrics is scraped around an idle gap before and after each scenario; "
     "request/token counters moving while specselect sends nothing, or more finished requests than sent, mark "
-    "the scenario contaminated and its pair incomplete (missing uncontaminated_measurement; decision tune: "
-    "measure again while nothing else uses the endpoint)"
+    "the scenario contaminated; servers specselect starts: other processes taking more than "
+    "thresholds.max_host_foreign_cpu_share of all CPU time during a scenario mark it contaminated (see "
+    "measure.hostload); a contaminated scenario makes its pair incomplete (missing uncontaminated_measurement; "
+    "decision tune, reason incomplete_evidence: measure again while nothing else uses the endpoint or the machine)"
 )
 MISSING_UNCONTAMINATED = "uncontaminated_measurement"
 
@@ -191,12 +193,22 @@ def _side(group: GroupResult | None, run: ScenarioRun | None, *, role: str, qual
     )
 
 
-def _contamination(base_run: ScenarioRun | None, cand_run: ScenarioRun | None) -> tuple[str, ...]:
-    return tuple(
-        f"{role}: {run.traffic.reason}"
-        for role, run in (("baseline", base_run), ("candidate", cand_run))
-        if run is not None and run.traffic is not None and run.traffic.contaminated
-    )
+def _contamination(
+    base_run: ScenarioRun | None, cand_run: ScenarioRun | None, host_limit: float | None
+) -> tuple[str, ...]:
+    reasons: list[str] = []
+    for role, run in (("baseline", base_run), ("candidate", cand_run)):
+        if run is None:
+            continue
+        if run.traffic is not None and run.traffic.contaminated:
+            reasons.append(f"{role}: {run.traffic.reason}")
+        load = run.host_load
+        if load is not None and host_limit is not None and load.foreign_share > host_limit:
+            reasons.append(
+                f"{role}: host busy: {load.foreign_share:.0%} of all CPU time went to other processes during "
+                f"{run.scenario} (limit {host_limit:.0%})"
+            )
+    return tuple(reasons)
 
 
 def _untrusted(evidence: PairEvidence, reasons: Sequence[str]) -> PairEvidence:
@@ -225,6 +237,7 @@ class _Inputs:
     thresholds: Thresholds
     bootstrap: BootstrapPolicy
     parity: ParityPolicy
+    host_limit: float | None = None
 
 
 def _evaluate(
@@ -284,7 +297,7 @@ def _evaluate(
             breakdown = category_breakdown(pairing.pairs, categories=categories, policy=inputs.bootstrap)
     baseline = _side(base_group, base_run, role="baseline", quality_ok=True if both else None)
     candidate = _side(cand_group, cand_run, role="candidate", quality_ok=parity.quality_ok if parity else None)
-    contamination = _contamination(base_run, cand_run)
+    contamination = _contamination(base_run, cand_run, inputs.host_limit)
     evidence = _untrusted(build_pair_evidence(baseline, candidate), contamination)
     decision: DecisionResult = decide(evidence, inputs.thresholds, stats.speedup_interval if stats else None)
     return (
@@ -324,16 +337,23 @@ def assemble_evidence(
     bootstrap: BootstrapPolicy,
     load_parity_records: ParityLoader | None = None,
     parity_pass: ParityPassPolicy | None = None,
+    host_foreign_cpu_share_limit: float | None = None,
 ) -> EvidenceFile:
     """Paired evidence and a decision for every candidate x scenario, against its own track's baseline.
 
     `categories[workload][item_id]` gives per-item categories for the per-category breakdown;
-    `load_parity_records` reads the parity pass (see `PARITY_PASS_RULE`), whose policy `parity_pass` states.
+    `load_parity_records` reads the parity pass (see `PARITY_PASS_RULE`), whose policy `parity_pass` states;
+    scenarios whose host was busier than `host_foreign_cpu_share_limit` are contaminated (`CONTAMINATION_RULE`).
     """
     baselines = {g.group: g for g in groups if g.role == "baseline"}
     threshold = parity_pass.near_tie_threshold_nats if parity_pass else ParityPolicy().near_tie_threshold_nats
     inputs = _Inputs(
-        load_records, load_parity_records, thresholds, bootstrap, ParityPolicy(near_tie_threshold_nats=threshold)
+        load_records,
+        load_parity_records,
+        thresholds,
+        bootstrap,
+        ParityPolicy(near_tie_threshold_nats=threshold),
+        host_foreign_cpu_share_limit,
     )
     entries: list[ScenarioEvidence] = []
     all_tokens = True
@@ -357,7 +377,7 @@ def assemble_evidence(
         for group in groups
         if group.role == "candidate"
     }
-    checked = any(s.traffic is not None for g in groups for s in g.scenarios)
+    checked = any(s.traffic is not None or s.host_load is not None for g in groups for s in g.scenarios)
     return EvidenceFile(
         policy=EvidencePolicy(
             thresholds=thresholds,
@@ -367,6 +387,7 @@ def assemble_evidence(
             parity_pass=parity_pass,
             track_rule=TRACK_RULE,
             contamination_rule=CONTAMINATION_RULE if checked else None,
+            host_foreign_cpu_share_limit=host_foreign_cpu_share_limit,
         ),
         entries=tuple(entries),
         verdicts=verdicts,

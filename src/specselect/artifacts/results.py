@@ -36,6 +36,7 @@ from specselect.evidence.parity import ScenarioParity
 from specselect.evidence.prediction import SpeedupPrediction
 from specselect.evidence.stats import BootstrapPolicy, PairedStats
 from specselect.evidence.sweep import DurationEstimate
+from specselect.measure.hostload import HostLoad
 from specselect.measure.memory import PeakMemory
 from specselect.measure.types import ScenarioSummary
 from specselect.workloads.model import WorkloadIdentity
@@ -143,6 +144,8 @@ class ScenarioRun(BaseModel):
     declared_peak_memory_mb: float | None = None
     traffic: TrafficCheck | None = None
     """Kind "openai": whether other traffic hit the endpoint around or during this scenario."""
+    host_load: HostLoad | None = None
+    """A server specselect started: how much CPU time other processes on the host took during the scenario."""
 
     @property
     def peak_memory_mb(self) -> float | None:
@@ -287,6 +290,8 @@ class EvidencePolicy(BaseModel):
     parity_pass: ParityPassPolicy | None = None
     track_rule: str | None = None
     contamination_rule: str | None = None
+    host_foreign_cpu_share_limit: float | None = None
+    """Scenarios with a larger share of CPU time taken by other processes are contaminated."""
 
 
 class ScenarioEvidence(BaseModel):

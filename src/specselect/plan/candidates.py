@@ -27,9 +27,9 @@ from specselect.plan.rules import (
     BASELINE_GROUP,
     TRACK_BASELINE_PATTERN,
     TRACK_SEPARATOR,
+    EngineArgs,
+    EnvTable,
     NameStr,
-    check_engine_args,
-    check_env_table,
     check_model_ref,
     rule_error,
 )
@@ -171,8 +171,8 @@ class Candidate(PlanSection):
     min_engine_version: Annotated[str, Strict(), Field(max_length=100)] | None = Field(
         default=None, description="PEP 440 version; older engines mark the candidate unsupported"
     )
-    engine_args: tuple[Annotated[str, Strict()], ...] = Field(default=(), description="extra engine args, this group")
-    env: dict[Annotated[str, Strict()], Annotated[str, Strict()]] = Field(default_factory=dict)
+    engine_args: EngineArgs = Field(default=(), description="extra engine args, this group")
+    env: EnvTable = Field(default_factory=dict)
     target: TargetOverride | None = Field(
         default=None, description="run this group on another target (its own track, with its own baseline)"
     )
@@ -241,16 +241,6 @@ class Candidate(PlanSection):
         except InvalidVersion:
             raise rule_error(f"{value[:60]!r} is not a PEP 440 version", 'write a version such as "0.11.0"') from None
         return value
-
-    @field_validator("engine_args")
-    @classmethod
-    def _engine_args(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        return check_engine_args(value)
-
-    @field_validator("env")
-    @classmethod
-    def _env(cls, value: dict[str, str]) -> dict[str, str]:
-        return check_env_table(value)
 
     @model_validator(mode="after")
     def _roles(self) -> Candidate:

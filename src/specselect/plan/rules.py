@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Annotated, Any
 
-from pydantic import Field, Strict
+from pydantic import AfterValidator, Field, Strict
 from pydantic_core import PydanticCustomError
 
 __all__ = [
@@ -24,6 +24,8 @@ __all__ = [
     "RULE_ERROR_TYPE",
     "TRACK_BASELINE_PATTERN",
     "TRACK_SEPARATOR",
+    "EngineArgs",
+    "EnvTable",
     "NameStr",
     "check_engine_args",
     "check_env_table",
@@ -173,3 +175,9 @@ def find_secrets(data: Any, path: tuple[str | int, ...] = ()) -> list[tuple[str 
     elif isinstance(data, str) and _is_secret_value(data):
         found.append(path)
     return found
+
+
+EngineArgs = Annotated[tuple[Annotated[str, Strict()], ...], AfterValidator(check_engine_args)]
+"""Extra engine command-line arguments (flags the plan owns refused)."""
+EnvTable = Annotated[dict[Annotated[str, Strict()], Annotated[str, Strict()]], AfterValidator(check_env_table)]
+"""Environment variables for the engine: shell names -> string values."""

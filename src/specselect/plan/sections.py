@@ -18,13 +18,14 @@ from pydantic import (
 
 from specselect.plan.rules import (
     ENV_NAME_PATTERN,
-    check_engine_args,
-    check_env_table,
+    EngineArgs,
+    EnvTable,
     check_model_ref,
     rule_error,
 )
 
 __all__ = [
+    "DEFAULT_MAX_HOST_FOREIGN_CPU_SHARE",
     "MANAGED_ENVIRONMENTS",
     "EngineConfig",
     "PlanSection",
@@ -97,12 +98,12 @@ class EngineConfig(PlanSection):
     command: tuple[StrictStr, ...] | None = Field(
         default=None, description='argv prefix that starts the server, e.g. ["vllm", "serve"]'
     )
-    args: tuple[StrictStr, ...] = Field(default=(), description="extra engine command-line arguments")
+    args: EngineArgs = Field(default=(), description="extra engine command-line arguments")
     tensor_parallel_size: ParallelSize = 1
     pipeline_parallel_size: ParallelSize = 1
     data_parallel_size: ParallelSize = 1
     distributed_executor_backend: Literal["mp", "ray", "uni", "external_launcher"] | None = None
-    env: dict[Annotated[str, Strict()], StrictStr] = Field(default_factory=dict)
+    env: EnvTable = Field(default_factory=dict)
     host: Annotated[str, Strict(), Field(min_length=1, max_length=255, pattern=r"^[^\s/]+$")] = "127.0.0.1"
     allow_remote_bind: StrictBool = False
     port: Annotated[int, Strict(), Field(ge=0, le=65535)] = Field(default=0, description="0 picks a free port")
@@ -131,16 +132,6 @@ class EngineConfig(PlanSection):
                 "command must be a non-empty list of non-empty strings", 'e.g. command = ["vllm", "serve"]'
             )
         return value
-
-    @field_validator("args")
-    @classmethod
-    def _args(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        return check_engine_args(value)
-
-    @field_validator("env")
-    @classmethod
-    def _env(cls, value: dict[str, str]) -> dict[str, str]:
-        return check_env_table(value)
 
     @model_validator(mode="after")
     def _consistent(self) -> EngineConfig:
@@ -289,6 +280,10 @@ class RunConfig(PlanSection):
         return self
 
 
+DEFAULT_MAX_HOST_FOREIGN_CPU_SHARE = 0.25
+"""Default limit of other processes' share of all CPU time during a scenario (see measure.hostload)."""
+
+
 class ThresholdsConfig(PlanSection):
     """The decision policy (selection contract, section 5)."""
 
@@ -308,7 +303,19 @@ class ThresholdsConfig(PlanSection):
     slo_tpot_ms: Milliseconds | None = Field(
         default=None, description="SLO on time per output token (after the first); used for goodput"
     )
+    max_host_foreign_cpu_share: Annotated[float, Strict(), Field(gt=0, le=1)] | None = Field(
+        default=DEFAULT_MAX_HOST_FOREIGN_CPU_SHARE,
+        description="a scenario during which other processes took more than this share of all CPU time is not "
+        "trusted (its pairs become incomplete); 1.0 never triggers",
+    )
 
     @model_serializer(mode="wrap")
     def _omit_new_defaults(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        return _omit_at_default(handler(self), {"slo_ttft_ms": None, "slo_tpot_ms": None})
+        return _omit_at_default(
+            handler(self),
+            {
+                "slo_ttft_ms": None,
+                "slo_tpot_ms": None,
+                "max_host_foreign_cpu_share": DEFAULT_MAX_HOST_FOREIGN_CPU_SHARE,
+            },
+        )

@@ -109,8 +109,8 @@ def goodput_spec(data: ReportData) -> TableSpec | None:
     rows = []
     for g in sweeps.goodput:
         gp = g.goodput
-        limits = [f"TTFT <= {gp.slo_ttft_ms:g} ms"] if gp.slo_ttft_ms is not None else []
-        limits += [f"TPOT <= {gp.slo_tpot_ms:g} ms"] if gp.slo_tpot_ms is not None else []
+        limits = [f"TTFT ≤ {gp.slo_ttft_ms:g} ms"] if gp.slo_ttft_ms is not None else []
+        limits += [f"TPOT ≤ {gp.slo_tpot_ms:g} ms"] if gp.slo_tpot_ms is not None else []
         met = "-" if gp.n_met is None else f"{gp.n_met}/{gp.n_requests}"
         rows.append(
             (

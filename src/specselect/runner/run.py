@@ -335,6 +335,7 @@ class _Run:
             bootstrap=BootstrapPolicy(level=self.loaded.plan.thresholds.confidence_level),
             load_parity_records=lambda g, w: self.load_parity(groups, g, w),
             parity_pass=parity_policy(self.loaded),
+            host_foreign_cpu_share_limit=self.loaded.plan.thresholds.max_host_foreign_cpu_share,
         )
         plan = self.loaded.plan
         sweeps = analyze_sweeps(

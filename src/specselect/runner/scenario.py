@@ -31,6 +31,7 @@ from specselect.errors import EngineError, ServerTimeoutError
 from specselect.evidence.parity import Output, compare_outputs
 from specselect.evidence.samples import RequestKey
 from specselect.measure import run_scenario
+from specselect.measure.hostload import HostLoad, HostLoadMeter
 from specselect.measure.memory import PeakMemory, PeakMemorySampler
 from specselect.measure.types import (
     CacheSaltPolicy,
@@ -114,6 +115,15 @@ def _memory(serving: Serving) -> Iterator[Callable[[], PeakMemory | None]]:
         yield lambda: sampler.result
 
 
+@contextlib.contextmanager
+def _host_load(serving: Serving) -> Iterator[Callable[[], HostLoad | None]]:
+    if serving.pid is None:  # an endpoint specselect does not own may not even be on this host
+        yield lambda: None
+        return
+    with HostLoadMeter(serving.pid) as meter:
+        yield lambda: meter.result
+
+
 def _check_alive_after(serving: Serving, records: Sequence[RequestRecord]) -> None:
     """A crash, not a time-out, when the server died under the scenario.
 
@@ -173,7 +183,7 @@ def measure_scenario(
         if not traffic_totals(start):
             idle_before, start = None, None  # no known request counters: judged not_checked below
     snapshots: list[MetricsSnapshot] = []
-    with _memory(serving) as peak:
+    with _memory(serving) as peak, _host_load(serving) as host:
         result = asyncio.run(
             run_scenario(
                 serving.endpoint,
@@ -216,6 +226,13 @@ def measure_scenario(
         )
         if traffic.contaminated:
             progress.warn(f"{group} {scen}: {traffic.reason}")
+    load = host()
+    limit = plan.thresholds.max_host_foreign_cpu_share
+    if load is not None and limit is not None and load.foreign_share > limit:
+        progress.warn(
+            f"{group} {scen}: host busy: {load.foreign_share:.0%} of all CPU time went to other processes "
+            f"(limit {limit:.0%}): these timings are not trusted; measure again on a quiet machine"
+        )
     rel, digest = _write_records(layout, group, scen, result.records)
     summary = result.summary
     progress.info(
@@ -243,6 +260,7 @@ def measure_scenario(
         peak_memory_source=source,
         declared_peak_memory_mb=serving.declared_peak_memory_mb if source == "declared" else None,
         traffic=traffic,
+        host_load=load,
     )
 
 
