@@ -135,7 +135,7 @@ def cost_rows(
         (f"run: server start-ups ({len(ran)} servers)", startup),
         ("run: sanity checks", sanity),
         ("run: measured phases", measured),
-        ("run: parity passes (baseline logprobs for divergence analysis)", parity),
+        ("run: parity passes (untimed logprob reruns of divergent items)", parity),
         (
             "run: warm-up, telemetry, records (rest of the groups)",
             in_groups - startup - sanity - measured - parity - release,

@@ -79,4 +79,4 @@ def test_default_plan_end_to_end(tmp_path: Path) -> None:
         assert draft.evidence.throughput_speedup < 1.0
     summary = json.loads(layout.handoff.read_text())
     assert summary["scenarios"][1]["recommended"] == "g1_ngram"
-    assert elapsed < BUDGET_S * 1.5, f"default plan took {elapsed:.0f} s (budget {BUDGET_S:.0f} s on an idle machine)"
+    assert elapsed < BUDGET_S, f"default plan took {elapsed:.0f} s (budget {BUDGET_S:.0f} s: 10 minutes)"

@@ -1,6 +1,7 @@
 """`specselect run builtin:cpu-sweep` on the real CPU vLLM: n-gram at proposal lengths 1, 3 and 5, each at
-concurrency 1 and 2, runs to the end; the sweep analysis, the hand-off advice and the report's speedup-vs-length
-and speedup-vs-concurrency plots are all there."""
+concurrency 1 and 2, runs to the end; the 4-layer draft model loses at concurrency 1 and is stopped early; the
+sweep analysis, the hand-off advice and the report's speedup-vs-length and speedup-vs-concurrency plots are all
+there."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from specselect.artifacts.verify import verify_run
 pytestmark = pytest.mark.integration
 
 SUBS = ["g1_ngram.k1", "g1_ngram.k3", "g1_ngram.k5"]
+DRAFT = "g2_draft_model"
 
 
 def test_cpu_sweep_over_length_and_concurrency(tmp_path: Path) -> None:
@@ -28,18 +30,25 @@ def test_cpu_sweep_over_length_and_concurrency(tmp_path: Path) -> None:
 
     manifest = load_document(layout.manifest, Manifest)
     assert manifest.status == "complete"
-    assert [g.name for g in manifest.groups] == ["g0_target_only", *SUBS]
+    assert [g.name for g in manifest.groups] == ["g0_target_only", *SUBS, DRAFT]
     assert all(g.run_status.value == "completed" for g in manifest.groups)
-    assert manifest.budget is not None and manifest.budget.servers == len(SUBS)
+    assert manifest.budget is not None and manifest.budget.servers == len(SUBS) + 1  # stated after the baseline
 
     evidence = load_document(layout.evidence, EvidenceFile)
     scenarios = {(e.candidate, e.scenario) for e in evidence.entries}
-    assert scenarios == {(s, f"repetition-c{c}") for s in SUBS for c in (1, 2)}
+    assert scenarios == {(s, f"repetition-c{c}") for s in [*SUBS, DRAFT] for c in (1, 2)}
     sweeps = evidence.sweeps
     assert sweeps is not None
-    # One crossover per sub-candidate over both levels, one length choice per scenario over the three lengths.
-    assert sorted(c.candidate for c in sweeps.crossovers) == SUBS
-    assert all(c.levels == (1, 2) for c in sweeps.crossovers)
+    # One crossover per n-gram sub-candidate over both levels, one length choice per scenario over the lengths.
+    crossovers = {c.candidate: c for c in sweeps.crossovers}
+    assert sorted(crossovers) == sorted([*SUBS, DRAFT])
+    assert all(crossovers[s].levels == (1, 2) for s in SUBS)
+    # The draft model is clearly slower at concurrency 1: concurrency 2 is skipped and it is never enabled.
+    assert [(s.group, s.scenario) for s in sweeps.early_stops] == [(DRAFT, "repetition-c2")]
+    assert sweeps.early_stops[0].reason.startswith(f"clearly_losing: {DRAFT} on repetition at concurrency 1")
+    assert (crossovers[DRAFT].status, crossovers[DRAFT].recommendation) == ("never_pays", "do not enable")
+    skipped = next(e for e in evidence.entries if (e.candidate, e.scenario) == (DRAFT, "repetition-c2"))
+    assert skipped.decision.decision.value == "not_evaluated"
     assert sorted((s.sweep, s.choice.workload, s.choice.concurrency) for s in sweeps.lengths) == [
         ("g1_ngram", "repetition", 1),
         ("g1_ngram", "repetition", 2),
@@ -51,7 +60,7 @@ def test_cpu_sweep_over_length_and_concurrency(tmp_path: Path) -> None:
     assert {(g.group, g.scenario) for g in sweeps.goodput} >= {("g0_target_only", "repetition-c1")}
 
     handoff = load_document(layout.handoff, Handoff)
-    assert len(handoff.concurrency_limits) == len(SUBS) and len(handoff.proposal_lengths) == 2
+    assert len(handoff.concurrency_limits) == len(SUBS) + 1 and len(handoff.proposal_lengths) == 2
 
     html = (layout.root / "report.html").read_text()
     assert "Speedup vs proposal length" in html and "Speedup vs concurrency" in html

@@ -435,7 +435,10 @@ def test_cpu_sweep_builtin() -> None:
     expected = smoke.thresholds.model_copy(update={"slo_ttft_ms": 2000.0, "slo_tpot_ms": 150.0})
     assert plan.thresholds == expected
     assert plan.sweeps == {"g1_ngram": ("g1_ngram.k1", "g1_ngram.k3", "g1_ngram.k5")}
-    for cand, length in zip(plan.candidates, (1, 3, 5), strict=True):
+    *ngrams, draft = plan.candidates
+    for cand, length in zip(ngrams, (1, 3, 5), strict=True):
         assert isinstance(cand, Candidate)
         assert (cand.family, cand.num_speculative_tokens) == ("ngram", length)
         assert cand.options == {"prompt_lookup_min": 3, "prompt_lookup_max": 5}
+    # A losing candidate shows the early stop and a "do not enable" crossover.
+    assert (draft.name, draft.family, draft.sweep) == ("g2_draft_model", "draft_model", None)

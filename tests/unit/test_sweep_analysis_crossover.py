@@ -117,7 +117,7 @@ def test_noisy_non_monotone_cuts_at_first_clear_loss_and_says_so() -> None:
     assert result.status == "crossover"
     assert (result.pays_up_to, result.crossover_at) == (1, 2)
     assert "non-monotone" in result.reason and "[4]" in result.reason
-    assert result.recommendation == "enable up to 1 concurrent requests"
+    assert result.recommendation == "enable up to 1 concurrent request"
 
 
 def test_paying_above_an_unclear_level_is_not_enabled() -> None:

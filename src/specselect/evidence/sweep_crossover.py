@@ -225,13 +225,17 @@ def _reason(
     return "; ".join([head, *notes, table])
 
 
+def _requests(n: int) -> str:
+    return f"{n} concurrent request" + ("" if n == 1 else "s")
+
+
 def _recommendation(status: CrossoverStatus, pays_up_to: int | None, top: int) -> str:
     if status == "insufficient_data":
         return "no recommendation: insufficient data"
     if status == "pays_at_all_levels":
-        return f"no cut-off needed up to {top} concurrent requests"
+        return f"no cut-off needed up to {_requests(top)}"
     if pays_up_to is not None:
-        return f"enable up to {pays_up_to} concurrent requests"
+        return f"enable up to {_requests(pays_up_to)}"
     return "do not enable"
 
 
