@@ -47,6 +47,7 @@ max_tokens = 24
 warmup_requests = 1
 repeats = 1
 request_timeout_s = 120.0
+parity_pass = "full"    # the track's baseline reruns its items with logprobs too
 
 [workloads]
 copy = "copy.jsonl"
@@ -91,7 +92,7 @@ def test_a_candidate_on_another_target_runs_against_its_own_baseline(tmp_path: P
     assert cand.launch is not None and str(small.path) in cand.launch.command
     assert base.target_snapshot == cand.target_snapshot == small.snapshot != default.target_snapshot
     assert base.target_ref == "builtin:smollm2-135m-draft4l"
-    assert not default.parity_passes  # no candidate on the default track: nothing to classify there
+    assert not default.parity_passes  # no candidate on the default track: nothing to classify there, even "full"
     assert [p.status for p in base.parity_passes] == ["completed"]
 
     (entry,) = load_document(layout.evidence, EvidenceFile).entries

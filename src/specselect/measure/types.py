@@ -33,10 +33,12 @@ MEASURE_SCHEMA_VERSION = 1
 
 
 class CacheSaltPolicy(StrEnum):
-    """How the plan keeps the prefix cache from favouring later repeats.
+    """How the plan treats the engine's prefix cache across requests.
 
-    `fresh_server` and `disabled` are handled by the runner / engine layer (the client sends nothing);
-    `salt` makes the client send a `cache_salt` unique per (scenario, repeat) and identical across groups.
+    `fresh_server`: one new server per group, so no group inherits another's cache (but a prompt's second
+    repeat hits its first one's cache); `disabled`: the engine runs without prefix caching; `salt`: the client
+    sends a `cache_salt` unique per (scenario, repeat) and identical across groups, so every request is a cold
+    prefill with the cache still on. Only the last two keep later repeats from being favoured.
     """
 
     FRESH_SERVER = "fresh_server"
