@@ -31,12 +31,6 @@ def _supports_cutoff(engine_kind: str, engine_version: str | None) -> bool:
         return False
 
 
-def _proposal_length(group: GroupResult | None) -> int | None:
-    config = group.launch.speculative_config if group is not None and group.launch is not None else None
-    k = config.get("num_speculative_tokens") if config else None
-    return k if isinstance(k, int) else None
-
-
 def concurrency_advice(
     sweeps: SweepAnalysis | None,
     groups: Sequence[GroupResult],
@@ -50,7 +44,8 @@ def concurrency_advice(
     by_name: Mapping[str, GroupResult] = {g.group: g for g in groups}
     out: list[HandoffConcurrency] = []
     for c in sweeps.crossovers:
-        k = _proposal_length(by_name.get(c.candidate))
+        group = by_name.get(c.candidate)
+        k = group.proposal_length if group is not None else None
         setting: dict[str, object] | None = None
         if c.status == "crossover" and c.pays_up_to is not None and k and _supports_cutoff(engine_kind, engine_version):
             schedule = [[1, c.pays_up_to, k], [c.pays_up_to + 1, _BEYOND, 0]]

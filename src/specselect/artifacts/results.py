@@ -220,6 +220,13 @@ class GroupResult(ResultsDocument):
             self.run_status == RunStatus.FAILED and self.reason == "interrupted"
         )
 
+    @property
+    def proposal_length(self) -> int | None:
+        """`num_speculative_tokens` of the speculative config the group launched with, if any."""
+        config = self.launch.speculative_config if self.launch is not None else None
+        k = config.get("num_speculative_tokens") if config else None
+        return k if isinstance(k, int) and not isinstance(k, bool) else None
+
 
 class ManifestGroup(BaseModel):
     """One group's line in the manifest."""

@@ -17,21 +17,11 @@ from specselect.core.status import Decision, RunStatus
 from specselect.evidence.stats import BootstrapPolicy
 from specselect.evidence.sweep import Crossover, SweepPoint, choose_length, find_crossover, goodput
 from specselect.measure.types import RequestRecord
+from specselect.plan import LENGTH_AXIS
 
-__all__ = ["LENGTH_AXIS", "analyze_sweeps", "sweep_point"]
-
-LENGTH_AXIS = "num_speculative_tokens"
+__all__ = ["analyze_sweeps", "sweep_point"]
 
 RecordsLoader = Callable[[str, str], Sequence[RequestRecord]]
-
-
-def _length_of(group: GroupResult | None, values: Mapping[str, Any] | None) -> int | None:
-    if values is not None and isinstance(values.get(LENGTH_AXIS), int):
-        return int(values[LENGTH_AXIS])
-    if group is None or group.launch is None or group.launch.speculative_config is None:
-        return None
-    k = group.launch.speculative_config.get(LENGTH_AXIS)
-    return k if isinstance(k, int) else None
 
 
 def sweep_point(entry: ScenarioEvidence, proposal_length: int | None = None) -> SweepPoint | None:
@@ -131,12 +121,9 @@ def analyze_sweeps(
     `sweeps` maps each expanded plan entry to its sub-candidates, `sweep_values` a sub-candidate to its swept
     values (the plan's `Plan.sweeps` and `Candidate.sweep.values`).
     """
-    by_group = {g.group: g for g in groups}
+    lengths = {g.group: g.proposal_length for g in groups}
     points = [
-        point
-        for entry in evidence.entries
-        if (point := sweep_point(entry, _length_of(by_group.get(entry.candidate), sweep_values.get(entry.candidate))))
-        is not None
+        point for entry in evidence.entries if (point := sweep_point(entry, lengths.get(entry.candidate))) is not None
     ]
     early = [
         EarlyStop(group=g.group, scenario=run.scenario, reason=run.early_stop)

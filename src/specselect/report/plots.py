@@ -241,10 +241,7 @@ def _prediction_section(data: ReportData, colours: dict[str, str], omitted: list
 
 def proposal_length_of(group: GroupResult | None) -> int | None:
     """The group's proposal length (`num_speculative_tokens` of its speculative config), if it launched."""
-    if group is None or group.launch is None or not group.launch.speculative_config:
-        return None
-    k = group.launch.speculative_config.get("num_speculative_tokens")
-    return k if isinstance(k, int) and not isinstance(k, bool) else None
+    return group.proposal_length if group is not None else None
 
 
 def _proposal_x(data: ReportData, entry: ScenarioEvidence) -> float | None:
