@@ -6,7 +6,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: run test lint typecheck unit integration e2e clean-venv
+.PHONY: run test lint typecheck unit integration e2e bench clean-venv
 
 $(BIN)/specselect: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,7 @@ run: $(BIN)/specselect
 lint: $(BIN)/specselect
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/lint-imports --no-cache
 
 typecheck: $(BIN)/specselect
 	$(BIN)/mypy
@@ -35,7 +36,16 @@ unit: $(BIN)/specselect
 # that start real vLLM servers.
 test: lint typecheck
 	$(BIN)/specselect setup --quiet
-	$(BIN)/pytest -q tests/unit tests/integration tests/e2e
+	$(BIN)/pytest -q --durations=30 tests/unit tests/integration tests/e2e
+
+# The benchmarks, one vLLM server at a time under the machine's lock; they write benchmarks/RESULTS.md (and the
+# records in benchmarks/figures/). BENCH_ARGS="--only bench_fidelity" reruns one section, "--with-cpu-draft" adds
+# the ~25-minute draft-model run; see benchmarks/run_all.py.
+BENCH_ARGS ?=
+
+bench: $(BIN)/specselect
+	$(BIN)/specselect setup --quiet
+	$(BIN)/python benchmarks/run_all.py --server-lock /tmp/specselect-vllm.lock $(BENCH_ARGS)
 
 clean-venv:
 	rm -rf $(VENV)

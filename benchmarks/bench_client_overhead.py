@@ -10,13 +10,15 @@ pins this process (and vLLM's benchmark client, which inherits the pinning) to o
    CPU use (a stub near 100% of its core means the stub, not the client, is the limit).
 2. Accuracy: the stub with programmed delays at concurrency 1 and 32; median of measured - programmed TTFT,
    TPOT and E2E per request.
-3. Overhead vs the engine: the client's CPU per chunk and its TPOT error next to `--engine-tpot-ms` (the TPOT
-   bench_fidelity.py measured on the CPU engine; target: under 1%).
+3. Overhead vs the engine: the client's CPU per chunk and its TPOT error next to the CPU engine's TPOT
+   (`--engine-tpot-ms`, or `--engine-tpot-from` bench_fidelity.py's record; target: under 1%).
 
 vLLM's client is the managed engine environment's (`specselect setup`) unless --vllm-python is given; the
 tokenizer is the bundled model's unless --tokenizer is given. Without them section 1 shows specselect only.
 
-Run: .venv/bin/python benchmarks/bench_client_overhead.py [--runs 3] [--requests 2048] [--engine-tpot-ms 60]
+No vLLM server runs, but the measurement holds the machine's server lock so that none runs beside it:
+    .venv/bin/python benchmarks/bench_client_overhead.py --server-lock /tmp/specselect-vllm.lock [--runs 3] \\
+        [--engine-tpot-from benchmarks/figures/bench_fidelity.json] [--write-results benchmarks/RESULTS.md]
 """
 
 from __future__ import annotations
@@ -41,20 +43,32 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.stubs is t
 from tests.stubs.openai_stub import StubBehavior, StubServer, programmed
 
 from _common import (
+    Report,
+    RunClock,
+    TargetCheck,
+    add_results_arguments,
     fmt,
+    fmt_range,
+    load_record,
     machine_description,
     median,
-    print_table,
+    publish,
     ratio,
     run_vllm_bench,
+    server_lock,
+    utc_stamp,
     vllm_bench_argv,
     write_sharegpt_prompts,
 )
-from specselect.measure import Endpoint, e2e_ms, run_scenario, tpot_ms, ttft_ms
+from bench_fidelity import ENGINE_TPOT
+from specselect.measure import Endpoint, ScenarioSpec, e2e_ms, run_load, tpot_ms, ttft_ms
 from specselect.workloads.model import ChatMessage, WorkloadItem
 
 N_ITEMS = 64
 MODEL = "stub-model"
+STUB_SATURATED_PCT = 90.0
+"""A stub using more of its core than this may itself have limited the rate."""
+OVERHEAD_TARGET_PCT = 1.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,6 +77,7 @@ class VllmClient:
 
     python: Path
     tokenizer: Path
+    engine_version: str
 
     def bench_argv(
         self, stub: StubServer, dataset: Path, result_path: Path, *, n: int, output_len: int, concurrency: int
@@ -70,14 +85,12 @@ class VllmClient:
         """`vllm bench serve` against the stub with specselect's warm-up: one request per concurrent slot."""
         return vllm_bench_argv(
             self.python,
-            base_url=stub.base_url,
-            model=MODEL,
+            Endpoint(base_url=stub.base_url, model=MODEL),
             tokenizer=self.tokenizer,
             dataset=dataset,
             n_prompts=n,
             output_len=output_len,
             concurrency=concurrency,
-            warmups=concurrency,
             result_path=result_path,
         )
 
@@ -134,13 +147,10 @@ def specselect_overhead_run(stub: StubServer, concurrency: int, n_requests: int)
     server = psutil.Process(stub.pid)
     stub_cpu0 = sum(server.cpu_times()[:2])
     cpu0, wall0 = _cpu_s(), time.perf_counter()
-    scenario = run_scenario(
+    scenario = run_load(
         endpoint,
         _items(),
-        scenario=f"bench-c{concurrency}",
-        concurrency=concurrency,
-        warmup=concurrency,
-        repeats=repeats,
+        ScenarioSpec(scenario=f"bench-c{concurrency}", concurrency=concurrency, warmup=concurrency, repeats=repeats),
     )
     result = asyncio.run(scenario)
     wall, cpu = time.perf_counter() - wall0, _cpu_s() - cpu0
@@ -178,46 +188,88 @@ def vllm_overhead_run(
     }
 
 
-def throughput_table(
-    runs: int, n_requests: int, tokens: int, *, concurrencies: list[int], vllm: VllmClient | None, pinning: Pinning
-) -> dict[int, dict[str, float | None]]:
-    """Section 1; returns specselect's medians per concurrency."""
-    behavior = StubBehavior(ttft_s=0.0, chunk_delay_s=0.0, output_tokens=tokens)
-    n = max(1, n_requests // N_ITEMS) * N_ITEMS
-    out: dict[int, dict[str, float | None]] = {}
-    rows = []
+@dataclasses.dataclass(frozen=True)
+class Throughput:
+    """One concurrency of section 1: the medians over runs of specselect's and vLLM's measurements."""
+
+    concurrency: int
+    mine: dict[str, float | None]
+    ref: dict[str, float | None]
+
+    def ratio(self, key: str) -> float | None:
+        """specselect / vLLM of one quantity (None without vLLM's client)."""
+        return ratio(self.mine[key], self.ref.get(key))
+
+
+@dataclasses.dataclass(frozen=True)
+class Load:
+    """What section 1 sends per run: requests (a multiple of the items) and tokens (= chunks) per request."""
+
+    runs: int
+    requests: int
+    tokens: int
+
+    @classmethod
+    def of(cls, runs: int, requests: int, tokens: int) -> Load:
+        """`requests` rounded down to whole passes over the items (at least one)."""
+        return cls(runs, max(1, requests // N_ITEMS) * N_ITEMS, tokens)
+
+
+def _throughput_runs(stub: StubServer, vllm: VllmClient | None, dataset: Path, c: int, load: Load) -> Throughput:
+    """`load.runs` alternating runs of both clients at concurrency `c` (specselect first in even runs)."""
+    mine: list[dict[str, float]] = []
+    theirs: list[dict[str, float]] = []
+    for k in range(load.runs):
+        for client in ("specselect", "vllm") if k % 2 == 0 else ("vllm", "specselect"):
+            if client == "specselect":
+                mine.append(specselect_overhead_run(stub, c, load.requests))
+            elif vllm is not None:
+                theirs.append(
+                    vllm_overhead_run(stub, vllm, dataset, concurrency=c, n=load.requests, tokens=load.tokens)
+                )
+    med = {key: median(r[key] for r in mine) for key in mine[0]}
+    ref = {key: median(r[key] for r in theirs) for key in ("rps", "chunks_per_s", "stub_cpu_pct")}
+    return Throughput(c, med, ref)
+
+
+def measure_throughput(
+    load: Load, concurrencies: list[int], vllm: VllmClient | None, pinning: Pinning
+) -> list[Throughput]:
+    """Section 1: both clients against the zero-delay stub at every concurrency."""
+    behavior = StubBehavior(ttft_s=0.0, chunk_delay_s=0.0, output_tokens=load.tokens)
     with StubServer(behavior) as stub, tempfile.TemporaryDirectory(prefix="bench-overhead-") as tmp:
         pinning.apply(stub)
         dataset = Path(tmp) / "prompts.json"
-        write_sharegpt_prompts(dataset, [_prompt(i) for i in range(N_ITEMS)] * (n // N_ITEMS))
-        for c in concurrencies:
-            mine: list[dict[str, float]] = []
-            theirs: list[dict[str, float]] = []
-            for k in range(runs):
-                order = ("specselect", "vllm") if k % 2 == 0 else ("vllm", "specselect")
-                for client in order:
-                    if client == "specselect":
-                        mine.append(specselect_overhead_run(stub, c, n))
-                    elif vllm is not None:
-                        theirs.append(vllm_overhead_run(stub, vllm, dataset, concurrency=c, n=n, tokens=tokens))
-            med = {key: median(r[key] for r in mine) for key in mine[0]}
-            ref = {key: median(r[key] for r in theirs) for key in ("rps", "chunks_per_s", "stub_cpu_pct")}
-            out[c] = med
-            rows.append(
-                [
-                    str(c),
-                    fmt(med["rps"], ".0f"),
-                    fmt(ref["rps"], ".0f"),
-                    fmt(ratio(med["rps"], ref["rps"]), ".2f"),
-                    fmt(med["chunks_per_s"], ".0f"),
-                    fmt(ref["chunks_per_s"], ".0f"),
-                    fmt(ratio(med["chunks_per_s"], ref["chunks_per_s"]), ".2f"),
-                    fmt(med["cpu_us_per_chunk"], ".1f"),
-                    f"{fmt(med['stub_cpu_pct'], '.0f')} / {fmt(ref['stub_cpu_pct'], '.0f')}",
-                ]
-            )
-    print_table(
-        f"client throughput: zero-delay stub, {n} requests x {tokens} tokens (= chunks), medians of {runs} runs",
+        write_sharegpt_prompts(dataset, [_prompt(i) for i in range(N_ITEMS)] * (load.requests // N_ITEMS))
+        return [_throughput_runs(stub, vllm, dataset, c, load) for c in concurrencies]
+
+
+def throughput_table(report: Report, found: list[Throughput], load: Load, context: str) -> None:
+    """Section 1's table and what bounded the rate (`context`: the pinning and vLLM's client)."""
+    rows = [
+        [
+            str(t.concurrency),
+            fmt(t.mine["rps"], ".0f"),
+            fmt(t.ref.get("rps"), ".0f"),
+            fmt(t.ratio("rps"), ".2f"),
+            fmt(t.mine["chunks_per_s"], ".0f"),
+            fmt(t.ref.get("chunks_per_s"), ".0f"),
+            fmt(t.ratio("chunks_per_s"), ".2f"),
+            fmt(t.mine["cpu_us_per_chunk"], ".1f"),
+            f"{fmt(t.mine['stub_cpu_pct'], '.0f')} / {fmt(t.ref.get('stub_cpu_pct'), '.0f')}",
+        ]
+        for t in found
+    ]
+    stub_cpu = [v for t in found for v in (t.mine["stub_cpu_pct"], t.ref.get("stub_cpu_pct")) if v is not None]
+    busiest = max(stub_cpu, default=None)
+    bound = (
+        "the client, not the stub, set the rate"
+        if busiest is not None and busiest < STUB_SATURATED_PCT
+        else ("the stub may have set the rate")
+    )
+    report.table(
+        f"client throughput: zero-delay stub, {load.requests} requests x {load.tokens} tokens (= chunks), medians "
+        f"of {load.runs} runs",
         [
             "concurrency",
             "specselect req/s",
@@ -231,11 +283,22 @@ def throughput_table(
         ],
         rows,
         [
-            f"pinning: {pinning.describe()}; vLLM's client: {vllm.python if vllm else 'not available'}",
-            "specselect CPU per chunk includes warm-up and decoding the recorded streams after the run.",
+            f"{context}. specselect's CPU per chunk includes warm-up and decoding the recorded streams after the run "
+            f"(off the hot path). The stub used at most {fmt(busiest, '.0f', '%')} of its core: {bound}."
         ],
     )
-    return out
+
+
+def throughput_target(found: list[Throughput]) -> TargetCheck:
+    """specselect at least as fast as vLLM's client on both rates at every concurrency."""
+    ratios = [t.ratio(key) for t in found for key in ("rps", "chunks_per_s")]
+    assessed = [q for q in ratios if q is not None]
+    levels = ", ".join(str(t.concurrency) for t in found)
+    return TargetCheck(
+        target="client: >= 1.0x vLLM's benchmark client, requests/s and chunks/s, zero-delay stub, one core",
+        result=f"{fmt_range(assessed, '.2f', 'x')} at c={levels}" if assessed else "vLLM's client not available",
+        met=(min(assessed) >= 1.0) if assessed and len(assessed) == len(ratios) else None,
+    )
 
 
 _LATENCIES = ("ttft_ms", "tpot_ms", "e2e_ms")
@@ -254,93 +317,155 @@ def vllm_latencies(stub: StubServer, vllm: VllmClient, dataset: Path, c: int, n:
     return out
 
 
-def accuracy_table(runs: int, pinning: Pinning, vllm: VllmClient | None) -> dict[int, dict[str, float]]:
-    """Section 2: measured - programmed latencies (medians over requests, then over runs), both clients."""
-    base = StubBehavior(ttft_s=0.03, chunk_delay_s=0.01, output_tokens=12)
-    directives = [{"ttft_s": 0.02 + 0.002 * (i % 11), "output_tokens": 6 + (i * 7) % 17} for i in range(N_ITEMS)]
-    expected = {f"b{i}": programmed(dataclasses.replace(base, **d)) for i, d in enumerate(directives)}  # type: ignore[arg-type]
-    rows = []
-    out: dict[int, dict[str, float]] = {}
-    with StubServer(base) as stub, tempfile.TemporaryDirectory(prefix="bench-accuracy-") as tmp:
-        pinning.apply(stub)
-        endpoint = Endpoint(base_url=stub.base_url, model=MODEL)
-        for c, repeats in ((1, 1), (32, 3)):
-            mine: dict[str, list[float]] = {k: [] for k in _LATENCIES}
-            theirs: dict[str, list[float]] = {k: [] for k in _LATENCIES}
-            items = _items(directives)[: 16 if c == 1 else N_ITEMS]
-            sent = [item for _ in range(repeats) for item in items]
-            dataset = Path(tmp) / f"acc-c{c}.json"
-            write_sharegpt_prompts(dataset, [item.messages[0].content for item in sent if item.messages])
-            for _ in range(runs):
-                scenario = run_scenario(endpoint, items, scenario=f"acc-c{c}", concurrency=c, warmup=c, repeats=repeats)
-                records = asyncio.run(scenario).measured()
-                for name, fn in (("ttft_ms", ttft_ms), ("tpot_ms", tpot_ms), ("e2e_ms", e2e_ms)):
-                    errors = [v - expected[r.item_id][name] for r in records if (v := fn(r)) is not None]
-                    mine[name].append(float(np.median(errors)))
-                if vllm is not None:
-                    measured = vllm_latencies(stub, vllm, dataset, c, len(sent))
-                    for name in _LATENCIES:
-                        errs = [m[name] - expected[item.id][name] for m, item in zip(measured, sent, strict=True)]
-                        theirs[name].append(float(np.nanmedian(errs)))
-            med = {k: statistics.median(v) for k, v in mine.items()}
-            ref = {k: median(v) for k, v in theirs.items()}
-            out[c] = med
-            rows.append([str(c), str(len(sent)), *(f"{fmt(med[k], '.3f')} / {fmt(ref[k], '.3f')}" for k in _LATENCIES)])
-    print_table(
-        "timing accuracy: programmed stub (TTFT 20-40 ms, 10 ms per token, 6-22 tokens)",
-        [
-            "concurrency",
-            "requests",
-            "TTFT error ms (ss / vLLM)",
-            "TPOT error ms (ss / vLLM)",
-            "E2E error ms (ss / vLLM)",
-        ],
-        rows,
-        ["median over requests of (measured - programmed), then median over runs; '-' = vLLM's client not available"],
-    )
+BASE = StubBehavior(ttft_s=0.03, chunk_delay_s=0.01, output_tokens=12)
+DIRECTIVES = [{"ttft_s": 0.02 + 0.002 * (i % 11), "output_tokens": 6 + (i * 7) % 17} for i in range(N_ITEMS)]
+"""Section 2's programmed stub: per item its own TTFT and length, 10 ms between tokens."""
+ACCURACY_LEVELS = ((1, 1), (32, 3))
+"""(concurrency, passes over the items) of section 2: 16 items once at c=1, all 64 three times at c=32."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Accuracy:
+    """Section 2 at one concurrency: requests per run and each client's median error per latency (ms)."""
+
+    concurrency: int
+    requests: int
+    mine: dict[str, float]
+    ref: dict[str, float | None]
+
+
+def _specselect_errors(endpoint: Endpoint, items: list[WorkloadItem], c: int, repeats: int) -> dict[str, float]:
+    expected = {f"b{i}": programmed(dataclasses.replace(BASE, **d)) for i, d in enumerate(DIRECTIVES)}  # type: ignore[arg-type]
+    spec = ScenarioSpec(scenario=f"acc-c{c}", concurrency=c, warmup=c, repeats=repeats)
+    records = asyncio.run(run_load(endpoint, items, spec)).measured()
+    out = {}
+    for name, fn in (("ttft_ms", ttft_ms), ("tpot_ms", tpot_ms), ("e2e_ms", e2e_ms)):
+        errors = [v - expected[r.item_id][name] for r in records if (v := fn(r)) is not None]
+        out[name] = float(np.median(errors))
     return out
 
 
-def engine_table(
-    engine_tpot_ms: float | None, throughput: dict[int, dict[str, float | None]], accuracy: dict[int, dict[str, float]]
-) -> None:
-    """Section 3: the client's own costs as a share of the engine's TPOT."""
-    if engine_tpot_ms is None:
-        print("\n(section 3 skipped: give --engine-tpot-ms, the TPOT bench_fidelity.py measured on the CPU engine)")
-        return
-    rows = []
-    for c, med in throughput.items():
-        cpu_ms = (med["cpu_us_per_chunk"] or 0.0) / 1000
-        rows.append([f"client CPU per chunk, c={c}", f"{cpu_ms:.4f}", f"{100 * cpu_ms / engine_tpot_ms:.3f}%"])
-    for c, errors in accuracy.items():
-        err = abs(errors["tpot_ms"])
-        rows.append([f"|TPOT error| on the programmed stub, c={c}", f"{err:.4f}", f"{100 * err / engine_tpot_ms:.3f}%"])
-    print_table(
-        f"client overhead vs the CPU engine's TPOT ({engine_tpot_ms:.1f} ms per token)",
-        ["quantity", "ms", "share of engine TPOT (target < 1%)"],
+def _vllm_errors(
+    stub: StubServer, vllm: VllmClient, dataset: Path, c: int, sent: list[WorkloadItem]
+) -> dict[str, float]:
+    expected = {f"b{i}": programmed(dataclasses.replace(BASE, **d)) for i, d in enumerate(DIRECTIVES)}  # type: ignore[arg-type]
+    measured = vllm_latencies(stub, vllm, dataset, c, len(sent))
+    return {
+        name: float(np.nanmedian([m[name] - expected[item.id][name] for m, item in zip(measured, sent, strict=True)]))
+        for name in _LATENCIES
+    }
+
+
+def measure_accuracy(runs: int, pinning: Pinning, vllm: VllmClient | None) -> list[Accuracy]:
+    """Section 2: measured - programmed latencies (medians over requests, then over runs), both clients."""
+    out = []
+    with StubServer(BASE) as stub, tempfile.TemporaryDirectory(prefix="bench-accuracy-") as tmp:
+        pinning.apply(stub)
+        endpoint = Endpoint(base_url=stub.base_url, model=MODEL)
+        for c, repeats in ACCURACY_LEVELS:
+            items = _items(DIRECTIVES)[: 16 if c == 1 else N_ITEMS]
+            sent = [item for _ in range(repeats) for item in items]
+            dataset = Path(tmp) / f"acc-c{c}.json"
+            write_sharegpt_prompts(dataset, [item.messages[0].content for item in sent if item.messages])
+            mine, theirs = [], []
+            for _ in range(runs):
+                mine.append(_specselect_errors(endpoint, items, c, repeats))
+                if vllm is not None:
+                    theirs.append(_vllm_errors(stub, vllm, dataset, c, sent))
+            med = {k: statistics.median(m[k] for m in mine) for k in _LATENCIES}
+            out.append(Accuracy(c, len(sent), med, {k: median(t[k] for t in theirs) for k in _LATENCIES}))
+    return out
+
+
+def accuracy_table(report: Report, found: list[Accuracy], runs: int) -> None:
+    """Section 2's table, titled with the stub's programme."""
+    ttfts = [1000 * d["ttft_s"] for d in DIRECTIVES]
+    lengths = [d["output_tokens"] for d in DIRECTIVES]
+    rows = [
+        [
+            str(a.concurrency),
+            str(a.requests),
+            *(f"{fmt(a.mine[k], '.3f')} / {fmt(a.ref[k], '.3f')}" for k in _LATENCIES),
+        ]
+        for a in found
+    ]
+    report.table(
+        f"timing accuracy: programmed stub (TTFT {min(ttfts):.0f}-{max(ttfts):.0f} ms, "
+        f"{1000 * BASE.chunk_delay_s:.0f} ms per token, {min(lengths)}-{max(lengths)} tokens)",
+        ["concurrency", "requests", *(f"{name} error ms (ss / vLLM)" for name in ("TTFT", "TPOT", "E2E"))],
         rows,
+        [
+            f"Median over requests of (measured - programmed), then median over {runs} runs; '-' = vLLM's client not "
+            "available."
+        ],
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class EngineTpot:
+    """The CPU engine's TPOT the client's costs are compared with, and where it came from."""
+
+    ms: float
+    source: str
+
+    @classmethod
+    def of(cls, args: argparse.Namespace) -> EngineTpot | None:
+        """From --engine-tpot-ms, or from bench_fidelity.py's record (--engine-tpot-from)."""
+        if args.engine_tpot_ms is not None:
+            return cls(args.engine_tpot_ms, "given as --engine-tpot-ms")
+        if args.engine_tpot_from is None:
+            return None
+        record = load_record(args.engine_tpot_from)
+        value = record.figures.get(ENGINE_TPOT)
+        if value is None:
+            raise SystemExit(f"{args.engine_tpot_from}: figures.{ENGINE_TPOT} missing; fix: rerun bench_fidelity.py")
+        return cls(value, f"specselect's c=1 TPOT median of bench_fidelity.py's run at {utc_stamp(record.started_at)}")
+
+
+def overhead_table(
+    report: Report, engine: EngineTpot, throughput: list[Throughput], accuracy: list[Accuracy]
+) -> TargetCheck:
+    """Section 3: the client's own costs as a share of the engine's TPOT; the target they meet or miss."""
+    shares: list[float] = []
+    rows = []
+    for t in throughput:
+        cpu_ms = (t.mine["cpu_us_per_chunk"] or 0.0) / 1000
+        shares.append(100 * cpu_ms / engine.ms)
+        rows.append([f"client CPU per chunk, c={t.concurrency}", f"{cpu_ms:.4f}", f"{shares[-1]:.3f}%"])
+    for a in accuracy:
+        err = abs(a.mine["tpot_ms"])
+        shares.append(100 * err / engine.ms)
+        rows.append([f"|TPOT error| on the programmed stub, c={a.concurrency}", f"{err:.4f}", f"{shares[-1]:.3f}%"])
+    report.table(
+        f"client overhead vs the CPU engine's TPOT ({engine.ms:.2f} ms per token)",
+        ["quantity", "ms", f"share of engine TPOT (target < {OVERHEAD_TARGET_PCT:.0f}%)"],
+        rows,
+        [f"Engine TPOT: {engine.source}."],
+    )
+    return TargetCheck(
+        target=f"client-side overhead < {OVERHEAD_TARGET_PCT:.0f}% of the CPU engine's TPOT ({engine.ms:.2f} ms)",
+        result=f"at most {max(shares):.3f}% (CPU per chunk and TPOT error)" if shares else "-",
+        met=bool(shares) and max(shares) < OVERHEAD_TARGET_PCT,
     )
 
 
 def find_vllm_client(python: Path | None, tokenizer: Path | None) -> VllmClient | None:
     """The given vLLM python/tokenizer, else the managed environment's and the bundled model, if present."""
-    if python is None or tokenizer is None:
-        from specselect.assets import resolve_model
-        from specselect.engines.vllm.envsetup import find_managed_vllm_env
+    from specselect.assets import resolve_model
+    from specselect.engines.vllm.envsetup import engine_env_from_python, find_managed_vllm_env
 
-        env = find_managed_vllm_env()
-        if env is None:
+    env = engine_env_from_python(python) if python is not None else find_managed_vllm_env()
+    if env is None:
+        return None
+    if tokenizer is None:
+        model = resolve_model("builtin:smollm2-135m", prepare=False)
+        if not model.present:
             return None
-        python = python or env.python
-        if tokenizer is None:
-            model = resolve_model("builtin:smollm2-135m", env=env, prepare=False)
-            if not model.present:
-                return None
-            tokenizer = model.path
-    return VllmClient(python=python, tokenizer=tokenizer)
+        tokenizer = model.path
+    return VllmClient(python=env.python, tokenizer=tokenizer, engine_version=env.engine_version)
 
 
-def main() -> None:
+def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--requests", type=int, default=2048)
@@ -351,24 +476,68 @@ def main() -> None:
     parser.add_argument("--no-vllm", action="store_true", help="measure specselect's client only")
     parser.add_argument("--vllm-python", type=Path, help="a python with vLLM (default: the managed environment)")
     parser.add_argument("--tokenizer", type=Path, help="a local tokenizer directory (default: the bundled model)")
-    parser.add_argument("--engine-tpot-ms", type=float, help="TPOT measured on the CPU engine (bench_fidelity.py)")
+    tpot = parser.add_mutually_exclusive_group()
+    tpot.add_argument("--engine-tpot-ms", type=float, help="TPOT measured on the CPU engine (bench_fidelity.py)")
+    tpot.add_argument("--engine-tpot-from", type=Path, help="bench_fidelity.py's record (figures/bench_fidelity.json)")
     parser.add_argument("--dry-run", action="store_true", help="print what would run; start nothing")
-    args = parser.parse_args()
+    add_results_arguments(parser)
+    return parser.parse_args()
+
+
+def configuration(args: argparse.Namespace, load: Load, pinning: Pinning, vllm: VllmClient | None) -> tuple[str, ...]:
+    """What ran, for the section."""
+    client = f"vLLM {vllm.engine_version}'s `vllm bench serve` (the engine environment's)" if vllm else "none"
+    return (
+        f"**Section 1:** the zero-delay stub (every chunk sent at once, one token per chunk); {load.runs} runs per "
+        f"concurrency alternating the clients (specselect first in even runs), each {load.requests} requests x "
+        f"{load.tokens} tokens over {N_ITEMS} prompts, one warm-up request per concurrent slot, per-chunk usage.",
+        f"**Section 2:** the programmed stub, concurrency and passes {list(ACCURACY_LEVELS)}, {args.runs} runs."
+        if not args.skip_accuracy
+        else "**Section 2:** skipped (--skip-accuracy).",
+        f"**Pinning:** {pinning.describe()} (vLLM's client inherits the client's core). **vLLM's client:** {client}. "
+        "No vLLM server runs; the server lock keeps other servers off the cores.",
+    )
+
+
+def main() -> int:
+    args = _arguments()
     concurrencies = [int(c) for c in args.concurrency.split(",")]
     vllm = None if args.no_vllm else find_vllm_client(args.vllm_python, args.tokenizer)
+    engine = EngineTpot.of(args)
+    load = Load.of(args.runs, args.requests, args.tokens)
     print(f"machine: {machine_description()}")
     if args.dry_run:
-        print(f"concurrency {concurrencies}, {args.runs} runs, {args.requests} requests x {args.tokens} tokens")
-        print(f"vLLM's client: {vllm.python if vllm else 'none'}; dry run: nothing started")
-        return
+        print(f"concurrency {concurrencies}, {load.runs} runs, {load.requests} requests x {load.tokens} tokens")
+        print(f"vLLM's client: {vllm.python if vllm else 'none'}; engine TPOT: {engine.source if engine else 'none'}")
+        print("dry run: nothing started")
+        return 0
     pinning = Pinning.choose(None if args.client_core < 0 else args.client_core)
-    throughput = throughput_table(
-        args.runs, args.requests, args.tokens, concurrencies=concurrencies, vllm=vllm, pinning=pinning
-    )
-    accuracy = {} if args.skip_accuracy else accuracy_table(args.runs, pinning, vllm)
-    engine_table(args.engine_tpot_ms, throughput, accuracy)
-    print(f"\nmachine after: {machine_description()}")
+    with server_lock(args.server_lock):
+        clock = RunClock.start()  # the lock's wait is not the run's
+        throughput = measure_throughput(load, concurrencies, vllm, pinning)
+        accuracy = [] if args.skip_accuracy else measure_accuracy(args.runs, pinning, vllm)
+    report = Report()
+    throughput_table(report, throughput, load, f"Pinning: {pinning.describe()}")
+    targets = [throughput_target(throughput)]
+    if accuracy:
+        accuracy_table(report, accuracy, args.runs)
+    if engine is not None:
+        targets.append(overhead_table(report, engine, throughput, accuracy))
+    else:
+        report.text("(Section 3 not run: give --engine-tpot-ms or --engine-tpot-from, the CPU engine's TPOT.)")
+    if args.write_results:
+        record = clock.record(
+            "bench_client_overhead",
+            "Client overhead: zero-delay stub, one core, vs vLLM's client",
+            configuration=configuration(args, load, pinning, vllm),
+            engine_version=vllm.engine_version if vllm else None,
+            model=None,
+            model_snapshot=None,
+            targets=tuple(targets),
+        )
+        publish(args.write_results, record, report)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

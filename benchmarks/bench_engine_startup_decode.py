@@ -13,8 +13,12 @@ client: concurrency 1, temperature 0, natural outputs (no ignore_eos). Prints pe
 then both servers' start-up seconds, and the n-gram acceptance on the repetition workload next to the general
 one (the embedded engine should accept clearly more on repetitive text).
 
-Run under the machine's server lock (one vLLM server at a time):
-    flock /tmp/specselect-vllm.lock .venv/bin/python benchmarks/bench_engine_startup_decode.py
+The n-gram configuration is the default plan's n-gram candidate (`--plan`, `--candidate`; `--k` and `--lookup`
+override it), so the section's label is always the configuration that ran.
+
+Run holding the machine's server lock (one vLLM server at a time):
+    .venv/bin/python benchmarks/bench_engine_startup_decode.py --server-lock /tmp/specselect-vllm.lock \\
+        [--write-results benchmarks/RESULTS.md]
 """
 
 from __future__ import annotations
@@ -23,21 +27,33 @@ import argparse
 import asyncio
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from _common import cpu_launch_spec, engine_setup, fmt, machine_description, print_table, ratio
-from specselect.engines.base import LaunchSpec, RunningServer
-from specselect.engines.telemetry import (
-    MetricsSnapshot,
-    SpecTelemetry,
-    build_spec_telemetry,
-    spec_decode_delta,
-    summarize_per_request,
+from _common import (
+    CPU_ENGINE_ARGS,
+    EngineSetup,
+    Report,
+    RunClock,
+    TargetCheck,
+    add_results_arguments,
+    cpu_launch_spec,
+    describe_launch,
+    engine_setup,
+    fmt,
+    machine_description,
+    publish,
+    ratio,
+    server_lock,
 )
+from specselect.engines.acceptance import SpecTelemetry, build_spec_telemetry, summarize_per_request
+from specselect.engines.base import LaunchSpec, Proposal, RunningServer
+from specselect.engines.prometheus import MetricsSnapshot
 from specselect.engines.vllm.engine import VllmEngine
 from specselect.engines.vllm.specconfig import build_speculative_config
-from specselect.measure import Endpoint, SamplingParams, e2e_ms, run_scenario, ttft_ms
+from specselect.engines.vllm.telemetry import spec_decode_delta
+from specselect.measure import Endpoint, SamplingParams, ScenarioSpec, e2e_ms, run_load, ttft_ms
 from specselect.workloads.loader import load_workload
 from specselect.workloads.model import Workload
 
@@ -52,13 +68,10 @@ def measure_workload(
     endpoint = Endpoint(base_url=server.base_url, model=server.served_model)
     snapshots: list[MetricsSnapshot] = []
     result = asyncio.run(
-        run_scenario(
+        run_load(
             endpoint,
             workload.items,
-            scenario=f"{name}-c1",
-            warmup=1,
-            repeats=repeats,
-            sampling=sampling,
+            ScenarioSpec(scenario=f"{name}-c1", warmup=1, repeats=repeats, sampling=sampling),
             before_measured=lambda: snapshots.append(engine.snapshot(server)),
         )
     )
@@ -104,32 +117,36 @@ def acceptance(tel: SpecTelemetry | None) -> tuple[float | None, float | None]:
     return tel.acceptance_rate, tel.mean_acceptance_length
 
 
-def gain_table(rows_in: dict[str, dict[str, Any]], workloads: list[str], k: int, mode: str) -> None:
-    """Print the per-workload gain table, start-up, and the repetition-vs-general acceptance line."""
+def _gain_row(name: str, b: dict[str, Any], c: dict[str, Any]) -> tuple[list[str], float | None]:
+    """One workload's row and its pooled decode speedup / L."""
+    rate, length = acceptance(c["telemetry"])
+    pooled = ratio(c["pooled_decode_tok_s"], b["pooled_decode_tok_s"])
+    same = sum(1 for key, text in c["texts"].items() if b["texts"].get(key) == text)
+    row = [
+        name,
+        fmt(b["decode_tok_s"], ".1f"),
+        fmt(c["decode_tok_s"], ".1f"),
+        fmt(ratio(c["decode_tok_s"], b["decode_tok_s"]), ".2f", "x"),
+        fmt(pooled, ".2f", "x"),
+        fmt(ratio(c["out_tok_s"], b["out_tok_s"]), ".2f", "x"),
+        fmt(rate, ".3f"),
+        fmt(length, ".2f", "x"),
+        fmt(ratio(pooled, length), ".2f"),
+        f"{same}/{len(c['texts'])}",
+    ]
+    return row, ratio(pooled, length)
+
+
+def gain_table(report: Report, rows_in: dict[str, dict[str, Any]], workloads: list[str], label: str) -> None:
+    """The per-workload gain table (`label`: the candidate and mode) and how close each came to its ideal."""
     base, cand = rows_in["baseline"], rows_in["ngram"]
-    rows = []
+    rows, closeness = [], []
     for name in workloads:
-        b, c = base["workloads"][name], cand["workloads"][name]
-        rate, length = acceptance(c["telemetry"])
-        speedup = ratio(c["decode_tok_s"], b["decode_tok_s"])
-        pooled = ratio(c["pooled_decode_tok_s"], b["pooled_decode_tok_s"])
-        same = sum(1 for key, text in c["texts"].items() if b["texts"].get(key) == text)
-        rows.append(
-            [
-                name,
-                fmt(b["decode_tok_s"], ".1f"),
-                fmt(c["decode_tok_s"], ".1f"),
-                fmt(speedup, ".2f", "x"),
-                fmt(pooled, ".2f", "x"),
-                fmt(ratio(c["out_tok_s"], b["out_tok_s"]), ".2f", "x"),
-                fmt(rate, ".3f"),
-                fmt(length, ".2f", "x"),
-                fmt(ratio(pooled, length), ".2f"),
-                f"{same}/{len(c['texts'])}",
-            ]
-        )
-    print_table(
-        f"n-gram (k={k}) vs target-only, {mode}; concurrency 1, T=0, median per-request decode speed",
+        row, close = _gain_row(name, base["workloads"][name], cand["workloads"][name])
+        rows.append(row)
+        closeness.append(f"{fmt(close, '.2f')} on {name}")
+    report.table(
+        f"{label}; concurrency 1, T=0, median per-request decode speed",
         [
             "workload",
             "baseline decode tok/s",
@@ -144,14 +161,19 @@ def gain_table(rows_in: dict[str, dict[str, Any]], workloads: list[str], k: int,
         ],
         rows,
         [
-            "L = 1 + accepted / drafts (engine counters over the measured requests): tokens per speculative "
-            "step, the speedup if drafting and verification cost nothing and every step drafted. Decode speedup "
-            "(medians) = ratio of the median per-request decode tok/s; (pooled) = ratio of all decoded tokens / "
-            "all decode seconds, the quantity comparable to L. Throughput speedup = output tokens/s of the whole "
-            "scenario (TTFT included)."
+            "L = 1 + accepted / drafts (engine counters over the measured requests): tokens per speculative step, the "
+            "speedup if drafting and verification cost nothing and every step drafted. Decode speedup (medians) = "
+            "ratio of the median per-request decode tok/s; (pooled) = ratio of all decoded tokens / all decode "
+            "seconds, the quantity comparable to L. Throughput speedup = output tokens/s of the whole scenario (TTFT "
+            f"included). The measured pooled speedup reached {', '.join(closeness)} of its ideal L."
         ],
     )
-    print_table(
+
+
+def startup_table(report: Report, rows_in: dict[str, dict[str, Any]], k: int) -> None:
+    """Both servers' start-up and release."""
+    base, cand = rows_in["baseline"], rows_in["ngram"]
+    report.table(
         "server start-up (process start to /health ready)",
         ["", "baseline", f"ngram k={k}", "ratio"],
         [
@@ -162,17 +184,76 @@ def gain_table(rows_in: dict[str, dict[str, Any]], workloads: list[str], k: int,
                 fmt(ratio(cand["startup_s"], base["startup_s"]), ".2f"),
             ]
         ],
+        [_release_sentence(rows_in)],
     )
-    if "repetition" in workloads and "general" in workloads:
-        rep, gen = (acceptance(cand["workloads"][w]["telemetry"])[0] for w in ("repetition", "general"))
-        higher = rep is not None and gen is not None and rep > gen
-        print(
-            f"\nn-gram acceptance rate: builtin:repetition {fmt(rep, '.3f')} vs builtin:general {fmt(gen, '.3f')} "
-            f"({fmt(ratio(rep, gen), '.1f', 'x')}); repetition higher: {'yes' if higher else 'NO'}"
+
+
+def _release_sentence(rows_in: dict[str, dict[str, Any]]) -> str:
+    checks = [(group, data.get("release")) for group, data in rows_in.items()]
+    parts = [
+        f"{group}: port {'free' if rel.port_free else 'STILL BOUND'}, processes "
+        f"{'gone' if rel.processes_gone else 'LEFT'} after {rel.seconds:.1f} s"
+        for group, rel in checks
+        if rel is not None
+    ]
+    return f"Teardown: {'; '.join(parts)}." if parts else "Teardown: no release check recorded."
+
+
+def acceptance_target(rows_in: dict[str, dict[str, Any]], workloads: list[str]) -> TargetCheck | None:
+    """n-gram acceptance on builtin:repetition above builtin:general (None unless both were measured)."""
+    if "repetition" not in workloads or "general" not in workloads:
+        return None
+    rep, gen = (acceptance(rows_in["ngram"]["workloads"][w]["telemetry"])[0] for w in ("repetition", "general"))
+    return TargetCheck(
+        target="n-gram acceptance on `builtin:repetition` higher than on `builtin:general`",
+        result=f"{fmt(rep, '.3f')} vs {fmt(gen, '.3f')} ({fmt(ratio(rep, gen), '.1f', 'x')})",
+        met=None if rep is None or gen is None else rep > gen,
+    )
+
+
+@dataclass(frozen=True)
+class NgramSetting:
+    """The n-gram configuration to measure and where it came from (a plan's candidate or the arguments)."""
+
+    k: int
+    lookup_min: int | None
+    lookup_max: int | None
+    """None: the engine's default."""
+    source: str
+
+    @classmethod
+    def of(cls, args: argparse.Namespace) -> NgramSetting:
+        """The plan candidate's k and prompt lookup window, each overridden by --k / --lookup when given."""
+        from specselect.plan import load_plan
+
+        plan = load_plan(args.plan).plan
+        named = [c for c in plan.candidates if c.family == "ngram" and (args.candidate in (None, c.name))]
+        if not named:
+            raise SystemExit(f"{args.plan}: candidates: no n-gram candidate {args.candidate or ''}; fix: --candidate")
+        cand = named[0]
+        k = args.k if args.k is not None else cand.num_speculative_tokens
+        options = cand.options or {}
+        lo, hi = (
+            (int(v) for v in args.lookup.split(","))
+            if args.lookup
+            else (options.get("prompt_lookup_min"), options.get("prompt_lookup_max"))
         )
+        overridden = [flag for flag, value in (("--k", args.k), ("--lookup", args.lookup)) if value is not None]
+        source = f"candidate {cand.name} of {args.plan}" + (f", {' and '.join(overridden)} given" if overridden else "")
+        return cls(k=k, lookup_min=lo, lookup_max=hi, source=source)
+
+    def proposal(self) -> Proposal:
+        """The engine-neutral proposal the speculative config is built from."""
+        options = {"prompt_lookup_min": self.lookup_min, "prompt_lookup_max": self.lookup_max}
+        return Proposal("ngram", None, self.k, None, {key: v for key, v in options.items() if v is not None})
+
+    @property
+    def lookup(self) -> str:
+        """The prompt lookup window as the labels state it (an unset bound is the engine's default)."""
+        return "-".join("default" if v is None else str(v) for v in (self.lookup_min, self.lookup_max))
 
 
-def main() -> int:
+def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--python", type=Path, help="engine python (default: the managed CPU vLLM environment)")
     parser.add_argument("--model", type=Path, help="model directory (default: builtin:smollm2-135m)")
@@ -181,21 +262,27 @@ def main() -> int:
     parser.add_argument("--workloads", default="builtin:repetition,builtin:general")
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=1, help="measured passes over each workload")
-    parser.add_argument("--k", type=int, default=5, help="num_speculative_tokens (the default plan's 5)")
-    parser.add_argument("--lookup", default="2,5", help="prompt_lookup_min,max (the default plan's 2,5)")
+    parser.add_argument("--plan", default="builtin:cpu-smoke", help="the plan whose n-gram candidate to measure")
+    parser.add_argument("--candidate", help="that candidate's name (default: the plan's first n-gram candidate)")
+    parser.add_argument("--k", type=int, help="num_speculative_tokens (default: the candidate's)")
+    parser.add_argument("--lookup", help="prompt_lookup_min,max (default: the candidate's)")
     parser.add_argument("--dry-run", action="store_true", help="print the two launch configurations; start nothing")
-    args = parser.parse_args()
+    add_results_arguments(parser)
+    return parser.parse_args()
 
-    workloads = [load_workload(ref) for ref in args.workloads.split(",")]
-    lo, hi = (int(v) for v in args.lookup.split(","))
-    ngram = build_speculative_config("ngram", None, args.k, None, {"prompt_lookup_min": lo, "prompt_lookup_max": hi})
-    mode = f"{args.dtype}, {'compiled' if args.compiled else 'eager'}"
-    print(f"machine: {machine_description()}")
-    print(f"workloads {[w.identity.source for w in workloads]}, max_tokens {args.max_tokens}, {mode}; ngram {ngram}")
-    if args.dry_run:
-        print("dry run: nothing started")
-        return 0
 
+@dataclass(frozen=True)
+class Measured:
+    """What both servers measured, with the engine and launch specs that ran."""
+
+    setup: EngineSetup
+    engine_version: str
+    rows: dict[str, dict[str, Any]]
+    specs: tuple[LaunchSpec, ...]
+
+
+def measure(args: argparse.Namespace, workloads: list[Workload], ngram: dict[str, Any]) -> Measured:
+    """Both servers one after the other, every workload on each."""
     setup = engine_setup(args.python, args.model)
     engine = VllmEngine(python=setup.python)
     caps = engine.probe()
@@ -203,22 +290,76 @@ def main() -> int:
     print(f"work directory (server logs, prompt files): {work}", file=sys.stderr)
     sampling = SamplingParams(max_tokens=args.max_tokens, temperature=0.0)
     rows: dict[str, dict[str, Any]] = {}
+    specs = []
     for group, cfg in zip(GROUPS, (None, ngram), strict=True):
         spec = cpu_launch_spec(
             group,
             setup.model,
             work,
             dtype=args.dtype,
-            engine_args=() if args.compiled else ("--enforce-eager",),
+            engine_args=() if args.compiled else CPU_ENGINE_ARGS,
             speculative_config=cfg,
             per_request_spec_metrics=cfg is not None and caps.per_request_spec_metrics_flag,
         )
+        specs.append(spec)
         rows[group] = run_group(engine, spec, workloads, sampling, args.repeats)
-    gain_table(rows, [w.identity.name for w in workloads], args.k, f"{mode}, vLLM {caps.engine_version}")
-    for group, data in rows.items():
-        rel = data["release"]
-        print(f"{group}: released port={rel.port_free} processes={rel.processes_gone} in {rel.seconds:.1f} s")
-    print(f"machine after: {machine_description()}")
+    return Measured(setup=setup, engine_version=caps.engine_version, rows=rows, specs=tuple(specs))
+
+
+def configuration(
+    args: argparse.Namespace, workloads: list[Workload], setting: NgramSetting, measured: Measured
+) -> tuple[str, ...]:
+    """What ran, for the section."""
+    names = ", ".join(f"`{w.identity.source}` ({w.identity.item_count} items)" for w in workloads)
+    setup = measured.setup
+    snapshot = f" (snapshot `{setup.snapshot[:12]}...`)" if setup.snapshot else ""
+    return (
+        f"**Workloads:** {names}; {args.max_tokens} tokens at most (natural outputs), T=0, concurrency 1, one "
+        f"warm-up request, {args.repeats} measured pass(es); specselect's client; acceptance from the engine's "
+        "Prometheus counters over the measured requests only.",
+        f"**n-gram:** k={setting.k}, prompt lookup {setting.lookup} ({setting.source}).",
+        f"**Servers:** target-only, then n-gram, one after the other; vLLM {measured.engine_version}, "
+        f"{setup.model_ref}{snapshot}; " + "; ".join(f"{s.group}: {describe_launch(s)}" for s in measured.specs),
+    )
+
+
+def main() -> int:
+    args = _arguments()
+    workloads = [load_workload(ref) for ref in args.workloads.split(",")]
+    setting = NgramSetting.of(args)
+    ngram = build_speculative_config(setting.proposal())
+    mode = f"{args.dtype}, {'compiled' if args.compiled else 'eager'}"
+    print(f"machine: {machine_description()}")
+    print(f"workloads {[w.identity.source for w in workloads]}, max_tokens {args.max_tokens}, {mode}; ngram {ngram}")
+    print(f"n-gram setting: {setting.source}")
+    if args.dry_run:
+        print("dry run: nothing started")
+        return 0
+    with server_lock(args.server_lock):
+        clock = RunClock.start()  # the lock's wait is not the run's
+        measured = measure(args, workloads, ngram)
+    names = [w.identity.name for w in workloads]
+    report = Report()
+    label = f"n-gram (k={setting.k}, prompt lookup {setting.lookup}) vs target-only, {mode}, vLLM"
+    gain_table(report, measured.rows, names, f"{label} {measured.engine_version}")
+    startup_table(report, measured.rows, setting.k)
+    target = acceptance_target(measured.rows, names)
+    if target is not None:
+        report.text(
+            f"n-gram acceptance rate, builtin:repetition vs builtin:general: {target.result}; "
+            f"repetition higher: {'yes' if target.met else 'NO'}."
+        )
+    if args.write_results:
+        record = clock.record(
+            "bench_engine_startup_decode",
+            "The embedded engine's speculative gain (n-gram vs target-only)",
+            configuration=configuration(args, workloads, setting, measured),
+            engine_version=measured.engine_version,
+            model=measured.setup.model_ref,
+            model_snapshot=measured.setup.snapshot,
+            targets=(target,) if target is not None else (),
+        )
+        publish(args.write_results, record, report)
     return 0
 
 

@@ -15,10 +15,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from specselect.core.admission import AdmissionInput, GateCheck, admit
 from specselect.core.decision import Thresholds, decide
-from specselect.core.evidence import RATIO_FIELDS, PairEvidence, SideMetrics, build_pair_evidence, valid_ratio
 from specselect.core.families import classify_family, family_names
+from specselect.core.gates import AdmissionInput, GateCheck, admit
+from specselect.core.pairing import RATIO_FIELDS, PairEvidence, SideMetrics, build_pair_evidence, valid_ratio
 from specselect.core.status import EvidenceStatus, RunStatus
 
 __all__ = [

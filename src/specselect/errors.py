@@ -16,6 +16,7 @@ __all__ = [
     "MissingDependencyError",
     "PlanError",
     "ProtocolError",
+    "RegressionFound",
     "ResultsError",
     "ServerCrashedError",
     "ServerStartError",
@@ -131,6 +132,12 @@ class ArtifactError(SpecselectError):
     exit_code = 5
 
 
+class RegressionFound(SpecselectError):
+    """`specselect check` measured the recorded configuration again and found it changed (one line per problem)."""
+
+    exit_code = 6
+
+
 class InterruptedRun(SpecselectError):
     """The user interrupted the run (Ctrl-C or SIGTERM); what was completed is kept."""
 
@@ -143,6 +150,8 @@ EXIT_CODES: dict[type[SpecselectError], int] = {
     EngineSetupError: EngineSetupError.exit_code,
     EngineError: EngineError.exit_code,
     ArtifactError: ArtifactError.exit_code,
+    RegressionFound: RegressionFound.exit_code,
     InterruptedRun: InterruptedRun.exit_code,
 }
-"""Exit codes of the CLI: 0 success, 1 unexpected, 2 bad input, 3 set-up, 4 engine, 5 artifacts, 130 interrupted."""
+"""Exit codes of the CLI: 0 success, 1 unexpected, 2 bad input, 3 set-up, 4 engine, 5 artifacts, 6 a check found a
+regression, 130 interrupted."""

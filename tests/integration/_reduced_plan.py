@@ -8,13 +8,26 @@ launch fails (an invalid `--kv-cache-dtype`).
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["COPY_LIST", "copy_code_item", "copy_list_item", "reduced_plan", "specselect", "write_workload"]
+__all__ = [
+    "COPY_LIST",
+    "REDUCED_WORKLOAD",
+    "ReducedRun",
+    "copy_code_item",
+    "copy_list_item",
+    "reduced_plan",
+    "run_reduced_plan",
+    "specselect",
+    "start_specselect",
+    "write_workload",
+]
 
 COPY_LIST = ", ".join(f"item-{i:02d}" for i in range(1, 25))
 """24 comma-separated items: a prompt whose answer n-gram speculation can copy from the prompt."""
@@ -38,9 +51,13 @@ def copy_code_item(code: str) -> dict[str, Any]:
     }
 
 
-def reduced_plan(*, label: str, max_tokens: int, workload: str, workload_file: str) -> str:
-    """The reduced plan's TOML text, with one workload `workload = "workload_file"`."""
-    return f"""
+def reduced_plan(
+    *, label: str, max_tokens: int, workload: str, workload_file: str, refused: bool = True, ngram: bool = True
+) -> str:
+    """The reduced plan's TOML text, with one workload `workload = "workload_file"`; `refused=False` leaves out the
+    candidates refused at admission and failing at launch (baseline + n-gram only), `ngram=False` the n-gram
+    candidate too (the baseline alone: one server start for tests about the server, not the comparison)."""
+    text = f"""
 schema_version = 1
 label = "{label}"
 
@@ -77,7 +94,13 @@ name = "g1_ngram"
 family = "ngram"
 num_speculative_tokens = 4
 options = {{ prompt_lookup_min = 2, prompt_lookup_max = 4 }}
+"""
+    if not ngram:
+        text = text[: text.index("[[candidates]]")]
+    return text + _REFUSED if refused else text
 
+
+_REFUSED = """
 [[candidates]]
 name = "g3_eagle3"
 family = "eagle3"
@@ -107,3 +130,57 @@ def specselect(*args: str, cwd: Path, timeout: float = 1500) -> subprocess.Compl
         timeout=timeout,
         check=False,
     )
+
+
+def start_specselect(*args: str, cwd: Path, env: Mapping[str, str] | None = None) -> tuple[subprocess.Popen[str], Path]:
+    """Start `python -m specselect.cli.main *args` in `cwd` in the background, its output in `cwd/run.log`."""
+    log = cwd / "run.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "specselect.cli.main", *args],
+            cwd=cwd,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env={**os.environ, **(env or {})},
+        )
+    return proc, log
+
+
+REDUCED_WORKLOAD = [
+    copy_list_item(),
+    copy_code_item(
+        "def add(a, b):\n    return a + b\n\ndef sub(a, b):\n    return a - b\n\ndef mul(a, b):\n    return a * b\n"
+    ),
+    {
+        "id": "copy-csv",
+        "category": "copy",
+        "messages": [
+            {
+                "role": "user",
+                "content": "Repeat these rows exactly:\nid,name,city\n1,Ada,London\n2,Bob,Paris\n3,Cy,Rome\n"
+                "4,Di,Oslo\n5,Ed,Bern\n",
+            }
+        ],
+    },
+]
+"""The shared reduced run's workload: three copy prompts."""
+
+
+@dataclass(frozen=True)
+class ReducedRun:
+    """One `specselect run` of the reduced plan: where it ran, what the CLI printed, its results directory."""
+
+    cwd: Path
+    done: subprocess.CompletedProcess[str]
+    root: Path
+
+
+def run_reduced_plan(cwd: Path) -> ReducedRun:
+    """Write the copy workload and the reduced plan (label "reduced") into `cwd` and run it there."""
+    write_workload(cwd / "copy.jsonl", REDUCED_WORKLOAD)
+    (cwd / "plan.toml").write_text(
+        reduced_plan(label="reduced", max_tokens=40, workload="copy", workload_file="copy.jsonl")
+    )
+    done = specselect("run", "plan.toml", "--results-dir", "results", "--json", cwd=cwd)
+    return ReducedRun(cwd=cwd, done=done, root=cwd / "results" / "reduced")

@@ -1,7 +1,8 @@
 """Session fixtures for tests that start real vLLM servers on CPU (one server at a time).
 
 `engine_env` sets up (or reuses) the managed CPU vLLM environment in $SPECSELECT_HOME and `target_model`
-resolves the bundled SmolLM2-135M model; both are slow only the first time on a machine.
+resolves the bundled SmolLM2-135M model; both are slow only the first time on a machine. `reduced_run` is one
+recorded run of the reduced plan that several tests read (a server start costs ~45 s here).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _reduced_plan import ReducedRun, run_reduced_plan
 
 from specselect.assets import ResolvedModel, resolve_model
 from specselect.engines.base import LaunchSpec
@@ -34,7 +36,7 @@ def engine_env() -> EngineEnv:
 @pytest.fixture(scope="session")
 def target_model(engine_env: EngineEnv) -> ResolvedModel:
     """The bundled SmolLM2-135M-Instruct model, converted for vLLM on first use."""
-    return resolve_model("builtin:smollm2-135m", env=engine_env)
+    return resolve_model("builtin:smollm2-135m", python=engine_env.python)
 
 
 @pytest.fixture(scope="session")
@@ -65,3 +67,10 @@ def cpu_launch_spec(target_model: ResolvedModel, tmp_path_factory: pytest.TempPa
         return LaunchSpec(**fields)
 
     return make
+
+
+@pytest.fixture(scope="session")
+def reduced_run(tmp_path_factory: pytest.TempPathFactory) -> ReducedRun:
+    """One run of the reduced plan on the real engine (4 groups, 2 server starts), shared by the tests that read
+    its results: test_run_reduced.py (artifacts, statuses, resume) and test_report_browser.py (the page)."""
+    return run_reduced_plan(tmp_path_factory.mktemp("reduced"))

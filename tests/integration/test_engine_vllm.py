@@ -1,11 +1,13 @@
-"""Real vLLM servers on CPU: a target-only baseline and an n-gram group, one after the other, and a bad launch.
+"""Real vLLM servers on CPU: a target-only baseline and an n-gram group, one after the other, and a bad launch;
+on the baseline's server the measurement client also runs its scenarios at concurrency 1 and 4.
 
 All server work happens in one module fixture (so two servers never run at once); the tests then check
-what it observed. Budget: two eager start-ups (~35 s each on an idle machine) plus one failed start.
+what it observed. Budget: two eager start-ups (~35-55 s each) plus one failed start.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -14,17 +16,17 @@ from typing import Any
 import psutil
 import pytest
 
-from specselect.engines.base import LaunchSpec, ReleaseCheck, RunningServer, SanityResult
-from specselect.engines.localnet import local_request, port_is_free
-from specselect.engines.telemetry import (
-    SpecTelemetry,
-    build_spec_telemetry,
-    spec_decode_delta,
-    summarize_per_request,
-)
+from specselect.engines.acceptance import SpecTelemetry, build_spec_telemetry, summarize_per_request
+from specselect.engines.base import LaunchSpec, Proposal, ReleaseCheck, RunningServer, SanityResult
+from specselect.engines.http import local_request, port_is_free
 from specselect.engines.vllm.engine import VllmEngine
 from specselect.engines.vllm.specconfig import build_speculative_config
+from specselect.engines.vllm.telemetry import spec_decode_delta
 from specselect.errors import ServerStartError
+from specselect.measure import Endpoint, SamplingParams, ScenarioSpec, run_load
+from specselect.measure.memory import PeakMemory, PeakMemorySampler
+from specselect.measure.types import ScenarioResult
+from specselect.workloads import load_workload
 
 pytestmark = pytest.mark.integration
 
@@ -34,7 +36,7 @@ SAME_PROMPT = "Write two sentences about the sea."
 REPETITIVE_PROMPT = "Repeat this list exactly, three times:\n" + "\n".join(
     f"- item {i}: apple banana cherry" for i in range(8)
 )
-NGRAM = build_speculative_config("ngram", None, 4, None, {"prompt_lookup_min": 2, "prompt_lookup_max": 5})
+NGRAM = build_speculative_config(Proposal("ngram", None, 4, None, {"prompt_lookup_min": 2, "prompt_lookup_max": 5}))
 
 
 @dataclass
@@ -45,6 +47,8 @@ class Observed:
     telemetry: SpecTelemetry
     per_request: list[dict[str, Any] | None] = field(default_factory=list)
     release: ReleaseCheck | None = None
+    loads: dict[int, tuple[ScenarioResult, PeakMemory]] = field(default_factory=dict)
+    """The baseline's: the measurement client's scenarios at concurrency 1 and 4, with the server's peak memory."""
 
 
 def chat(server: RunningServer, prompt: str, max_tokens: int, *, stream: bool = False) -> tuple[str, Any]:
@@ -100,11 +104,33 @@ def observed(vllm_engine: VllmEngine, cpu_launch_spec: LaunchSpecFactory) -> dic
                 chat(server, REPETITIVE_PROMPT, 64, stream=True)[1],
             ]
             after = vllm_engine.snapshot(server)
+            loads = _measure(server) if cfg is None else {}
         telemetry = build_spec_telemetry(
             spec_decode_delta(before, after, server.served_model), summarize_per_request(per_request)
         )
-        results[group] = Observed(server, sanity, same, telemetry, per_request, launcher.release_check)
+        results[group] = Observed(server, sanity, same, telemetry, per_request, launcher.release_check, loads)
     return results
+
+
+def _measure(server: RunningServer) -> dict[int, tuple[ScenarioResult, PeakMemory]]:
+    """Two scenarios of the measurement client on `server`: 4 general items twice, at concurrency 1 and 4."""
+    items = load_workload("builtin:general").items[:4]
+    sampling = SamplingParams(max_tokens=24, temperature=0.0, seed=0, return_token_ids=True)
+    endpoint = Endpoint(base_url=server.base_url, model=server.served_model)
+    loads: dict[int, tuple[ScenarioResult, PeakMemory]] = {}
+    for concurrency in (1, 4):
+        spec = ScenarioSpec(
+            scenario=f"general-c{concurrency}",
+            concurrency=concurrency,
+            warmup=1,
+            repeats=2,
+            sampling=sampling,
+            request_timeout_s=120,
+        )
+        with PeakMemorySampler(server.pid, interval_s=0.2) as sampler:
+            result = asyncio.run(run_load(endpoint, items, spec))
+        loads[concurrency] = (result, sampler.result)
+    return loads
 
 
 def test_both_servers_serve_the_model_and_answer_the_same_prompt(observed: dict[str, Observed]) -> None:
@@ -141,6 +167,48 @@ def test_ngram_acceptance_is_visible_and_sources_agree(observed: dict[str, Obser
     assert 0 < tel.acceptance_rate <= 1
     keys = set(observed["ngram_k4"].per_request[1]["speculative_decoding"])  # type: ignore[index]
     assert {"num_spec_steps", "num_draft_tokens", "num_accepted_draft_tokens", "acceptance_histogram"} <= keys
+
+
+def test_the_client_measures_complete_records_at_concurrency_1_and_4(observed: dict[str, Observed]) -> None:
+    loads = observed["g0_target_only"].loads
+    for peak in (peak for _, peak in loads.values()):
+        assert peak.source == "process_tree_rss"
+        assert peak.mb is not None
+        assert peak.mb > 500  # a real vLLM process tree, not the client
+    results = {concurrency: result for concurrency, (result, _) in loads.items()}
+    for concurrency, result in results.items():
+        measured = result.measured()
+        assert len(measured) == 8
+        assert len([r for r in result.records if r.warmup]) == 1
+        for rec in measured:
+            assert rec.ok, rec.error
+            assert rec.http_status == 200
+            assert rec.send_time_s is not None
+            assert rec.first_token_time_s is not None
+            assert rec.end_time_s is not None
+            assert rec.send_time_s < rec.first_token_time_s <= rec.end_time_s
+            assert rec.prompt_tokens and rec.completion_tokens
+            assert rec.output_token_ids is not None
+            assert len(rec.output_token_ids) == rec.completion_tokens
+            assert rec.chunk_times_s
+            assert sum(t or 0 for t in rec.chunk_tokens) == rec.completion_tokens
+            assert rec.finish_reason in {"stop", "length"}
+        summary = result.summary
+        assert summary.concurrency == concurrency
+        assert summary.n_success == 8
+        assert summary.n_error == 0
+        assert summary.ttft_ms.n == 8
+        assert summary.e2e_ms.p50 is not None
+        assert summary.tpot_ms.p50 is not None
+        assert summary.output_throughput_tok_s is not None
+        assert summary.output_throughput_tok_s > 0
+    # Same paired order for both levels (seeded), and more requests in flight means more throughput on CPU.
+    keys1 = [(r.item_id, r.repeat) for r in results[1].measured()]
+    keys4 = [(r.item_id, r.repeat) for r in results[4].measured()]
+    assert sorted(keys1) == sorted(keys4)
+    assert results[1].summary.output_throughput_tok_s is not None
+    assert results[4].summary.output_throughput_tok_s is not None
+    assert results[4].summary.output_throughput_tok_s > results[1].summary.output_throughput_tok_s
 
 
 def test_teardown_releases_port_and_processes(observed: dict[str, Observed]) -> None:

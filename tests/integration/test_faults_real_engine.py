@@ -1,6 +1,7 @@
 """The fault matrix against the real CPU vLLM: the engine killed, hung, never ready, its port taken, the results
 disk filling up, and specselect interrupted -- each followed by a check that no engine process and no port is
-left, and by `--resume` where the run was not finished.
+left, and by `--resume` where the run was not finished. While the first test's server runs, `ps` is read for the
+planted API key (it must be on no command line).
 
 Faults are injected from outside, as they happen in real life: specselect runs as a subprocess of the test;
 its plain progress lines (stderr) tell the test when a group is measuring; the server is found with psutil
@@ -22,6 +23,8 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -233,10 +236,39 @@ def workdir(tmp_path: Path, engine_env: EngineEnv) -> Iterator[Path]:
     assert not left, "engine processes were left running"
 
 
+def _key_off_command_lines_and_enforced(specselect: subprocess.Popen[str], log: Path) -> None:
+    """While a server runs, the planted key is in no process's argv (what `ps` shows every local user: the
+    server, its workers, the supervisor holding specselect's pipe, specselect itself), and the server still
+    enforces it (vLLM reads VLLM_API_KEY from its environment): 401 without the key, 200 with it."""
+    tree = [psutil.Process(specselect.pid), *psutil.Process(specselect.pid).children(recursive=True)]
+    argvs = [" ".join(p.cmdline()) for p in tree]
+    assert any("_supervisor.py" in a for a in argvs) and any(SERVER_MODULE in a for a in argvs), argvs
+    listing = subprocess.run(["ps", "-eww", "-o", "pid,args"], capture_output=True, text=True, check=True).stdout
+    assert SERVER_MODULE in listing and "_supervisor.py" in listing
+    assert PLANTED not in listing and all(PLANTED not in a for a in argvs)
+    ports = _PORT_RE.findall(log.read_text(errors="replace"))
+    assert ports, f"no port in {log}"
+    url = f"http://127.0.0.1:{ports[-1]}/v1/models"
+    assert _http_status(url, None) == 401
+    assert _http_status(url, PLANTED) == 200
+
+
+def _http_status(url: str, key: str | None) -> int:
+    request = urllib.request.Request(url)
+    if key is not None:
+        request.add_header("Authorization", f"Bearer {key}")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return int(answer.status)
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
 def test_engine_killed_then_run_terminated_then_resumed(workdir: Path) -> None:
     """SIGKILL the engine mid-scenario (that group fails with the log tail, the others complete), then SIGTERM
     specselect during the next group (server stopped, manifest consistent), then --resume finishes without
-    redoing the completed or failed groups. A planted API key appears in no file under the results."""
+    redoing the completed or failed groups. The planted API key is on no command line while a server runs, the
+    server enforces it, and it appears in no file under the results."""
     _setup(workdir, _plan("killed", candidates=["g1_killed", "g2_term"]))
     layout = RunLayout(workdir / "results" / "killed")
     run = Specselect(workdir, "run", "plan.toml", "--results-dir", "results")
@@ -244,6 +276,7 @@ def test_engine_killed_then_run_terminated_then_resumed(workdir: Path) -> None:
         run.wait_for(r"== group g1_killed")
         run.wait_for(r"copy-c1: \d+ measured requests")
         victim = _api_server(workdir)
+        _key_off_command_lines_and_enforced(run.proc, layout.root / "logs" / "g1_killed.log")
         victim.send_signal(signal.SIGKILL)
         run.wait_for(r"g1_killed failed: server_crashed")
         run.wait_for(r"== group g2_term")

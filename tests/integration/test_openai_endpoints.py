@@ -18,7 +18,7 @@ from specselect.artifacts.layout import RunLayout
 from specselect.artifacts.results import EvidenceFile, GroupResult, Handoff, Manifest
 from specselect.artifacts.store import load_document, load_records
 from specselect.engines.base import RunningServer
-from specselect.engines.localnet import local_request
+from specselect.engines.http import local_request
 from specselect.engines.vllm.engine import VllmEngine
 
 pytestmark = pytest.mark.integration

@@ -1,9 +1,10 @@
 """`specselect report` on a real (small) run, loaded in headless Debian Chromium over the DevTools protocol.
 
-A reduced plan runs on the real CPU vLLM (baseline + n-gram + a candidate refused at admission + a candidate
-whose launch fails); then the report is rendered and the page is loaded at 1366x768: no console error, no
-exception, no request leaving the file system, no horizontal scrolling, and a screenshot that is not blank.
-The browser is the distribution's package (`apt-get install -y chromium`); the test skips without it.
+The shared reduced run on the real CPU vLLM (the `reduced_run` fixture: baseline + n-gram + a candidate refused
+at admission + a candidate whose launch fails) has its report rendered again, and the page is loaded at 1366x768:
+no console error, no exception, no request leaving the file system, no horizontal scrolling, and a screenshot
+that is not blank. The browser is the distribution's package (`apt-get install -y chromium`); the test skips
+without it.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 
 import aiohttp
 import pytest
-from _reduced_plan import copy_code_item, copy_list_item, reduced_plan, specselect, write_workload
+from _reduced_plan import ReducedRun, specselect
 
 from specselect.artifacts.layout import RunLayout
 from specselect.report.console import report_decision_rows
@@ -32,18 +33,6 @@ from specselect.report.data import load_report_data
 pytestmark = pytest.mark.integration
 
 CHROMIUM_INSTALL = "apt-get update && apt-get install -y chromium"
-
-WORKLOAD = [
-    copy_list_item(),
-    copy_code_item("def add(a, b):\n    return a + b\n\ndef sub(a, b):\n    return a - b\n"),
-    {
-        "id": "explain",
-        "category": "general",
-        "messages": [{"role": "user", "content": "In two sentences, why is the sky blue?"}],
-    },
-]
-
-PLAN = reduced_plan(label="report-browser", max_tokens=32, workload="mixed", workload_file="mixed.jsonl")
 
 
 # ---- PNG check (pure Python: zlib + the five PNG row filters) ------------------------------------------
@@ -139,71 +128,95 @@ def _chromium() -> str | None:
     return None
 
 
+_LAYOUT_PROBE = (
+    "JSON.stringify({scrollWidth: document.documentElement.scrollWidth, innerWidth: window.innerWidth,"
+    " scrollHeight: document.documentElement.scrollHeight, charts: document.querySelectorAll('svg.chart')"
+    ".length, firstSection: document.querySelector('main section').id, scripts: "
+    "document.scripts.length, title: document.title})"
+)
+
+
+def _page_error(method: str | None, params: dict[str, Any]) -> str | None:
+    """The error a DevTools event reports, if it is one."""
+    if method == "Runtime.exceptionThrown":
+        return f"exception: {params['exceptionDetails'].get('text')}"
+    if method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
+        return f"console.{params['type']}: {params.get('args')}"
+    if method == "Log.entryAdded" and params["entry"].get("level") == "error":
+        return f"log: {params['entry'].get('text')} ({params['entry'].get('url')})"
+    return None
+
+
+class _DevtoolsPage:
+    """One page over the DevTools protocol: commands answered by id, events recorded into `out` meanwhile."""
+
+    def __init__(self, ws: aiohttp.ClientWebSocketResponse) -> None:
+        self.ws = ws
+        self.out = PageLoad()
+        self.loaded = asyncio.Event()
+        self._ids = iter(range(1, 10_000))
+
+    async def call(self, method: str, **params: Any) -> dict[str, Any]:
+        my_id = next(self._ids)
+        await self.ws.send_json({"id": my_id, "method": method, "params": params})
+        while True:
+            msg = await asyncio.wait_for(self.ws.receive_json(), timeout=60)
+            if msg.get("id") == my_id:
+                assert "error" not in msg, msg
+                return dict(msg.get("result", {}))
+            self.handle(msg)
+
+    def handle(self, msg: dict[str, Any]) -> None:
+        method, params = msg.get("method"), msg.get("params", {})
+        error = _page_error(method, params)
+        if error is not None:
+            self.out.errors.append(error)
+        elif method == "Page.loadEventFired":
+            self.loaded.set()
+        elif method == "Network.requestWillBeSent" and not params["request"]["url"].startswith(("file:", "data:")):
+            self.out.requests.append(params["request"]["url"])
+
+    async def load(self, url: str, width: int, height: int) -> None:
+        for domain in ("Runtime", "Log", "Page", "Network"):
+            await self.call(f"{domain}.enable")
+        await self.call(
+            "Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1, mobile=False
+        )
+        await self.call("Page.navigate", url=url)
+        deadline = time.monotonic() + 60
+        while not self.loaded.is_set() and time.monotonic() < deadline:
+            self.handle(await asyncio.wait_for(self.ws.receive_json(), timeout=60))
+        assert self.loaded.is_set(), "the page never fired its load event"
+
+    async def capture(self, width: int) -> None:
+        result = await self.call("Runtime.evaluate", expression=_LAYOUT_PROBE, returnByValue=True)
+        self.out.layout = json.loads(result["result"]["value"])
+        shot = await self.call("Page.captureScreenshot", format="png")
+        self.out.viewport_png = base64.b64decode(shot["data"])
+        full_height = min(int(self.out.layout["scrollHeight"]), 16000)
+        clip = {"x": 0, "y": 0, "width": width, "height": full_height, "scale": 1}
+        shot = await self.call("Page.captureScreenshot", format="png", captureBeyondViewport=True, clip=clip)
+        self.out.full_png = base64.b64decode(shot["data"])
+
+    async def drain(self) -> None:
+        await asyncio.sleep(0.3)  # late console messages (none expected) still arrive before we stop
+        while True:
+            try:
+                self.handle(await asyncio.wait_for(self.ws.receive_json(), timeout=0.3))
+            except TimeoutError:
+                return
+
+
 async def _devtools(port: int, url: str, width: int, height: int) -> PageLoad:
-    out = PageLoad()
     async with aiohttp.ClientSession() as http:
         async with http.put(f"http://127.0.0.1:{port}/json/new?about:blank") as resp:
             target = await resp.json(content_type=None)
         async with http.ws_connect(target["webSocketDebuggerUrl"], max_msg_size=0) as ws:
-            ids = iter(range(1, 10_000))
-            loaded = asyncio.Event()
-
-            async def call(method: str, **params: Any) -> dict[str, Any]:
-                my_id = next(ids)
-                await ws.send_json({"id": my_id, "method": method, "params": params})
-                while True:
-                    msg = await asyncio.wait_for(ws.receive_json(), timeout=60)
-                    if msg.get("id") == my_id:
-                        assert "error" not in msg, msg
-                        return dict(msg.get("result", {}))
-                    handle(msg)
-
-            def handle(msg: dict[str, Any]) -> None:
-                method, params = msg.get("method"), msg.get("params", {})
-                if method == "Page.loadEventFired":
-                    loaded.set()
-                elif method == "Runtime.exceptionThrown":
-                    out.errors.append(f"exception: {params['exceptionDetails'].get('text')}")
-                elif method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
-                    out.errors.append(f"console.{params['type']}: {params.get('args')}")
-                elif method == "Log.entryAdded" and params["entry"].get("level") == "error":
-                    out.errors.append(f"log: {params['entry'].get('text')} ({params['entry'].get('url')})")
-                elif method == "Network.requestWillBeSent":
-                    req_url = params["request"]["url"]
-                    if not req_url.startswith(("file:", "data:")):
-                        out.requests.append(req_url)
-
-            for domain in ("Runtime", "Log", "Page", "Network"):
-                await call(f"{domain}.enable")
-            await call(
-                "Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1, mobile=False
-            )
-            await call("Page.navigate", url=url)
-            deadline = time.monotonic() + 60
-            while not loaded.is_set() and time.monotonic() < deadline:
-                handle(await asyncio.wait_for(ws.receive_json(), timeout=60))
-            assert loaded.is_set(), "the page never fired its load event"
-            probe = (
-                "JSON.stringify({scrollWidth: document.documentElement.scrollWidth, innerWidth: window.innerWidth,"
-                " scrollHeight: document.documentElement.scrollHeight, charts: document.querySelectorAll('svg.chart')"
-                ".length, firstSection: document.querySelector('main section').id, scripts: "
-                "document.scripts.length, title: document.title})"
-            )
-            result = await call("Runtime.evaluate", expression=probe, returnByValue=True)
-            out.layout = json.loads(result["result"]["value"])
-            shot = await call("Page.captureScreenshot", format="png")
-            out.viewport_png = base64.b64decode(shot["data"])
-            full_height = min(int(out.layout["scrollHeight"]), 16000)
-            clip = {"x": 0, "y": 0, "width": width, "height": full_height, "scale": 1}
-            shot = await call("Page.captureScreenshot", format="png", captureBeyondViewport=True, clip=clip)
-            out.full_png = base64.b64decode(shot["data"])
-            await asyncio.sleep(0.3)  # late console messages (none expected) still arrive before we stop
-            while True:
-                try:
-                    handle(await asyncio.wait_for(ws.receive_json(), timeout=0.3))
-                except TimeoutError:
-                    break
-    return out
+            page = _DevtoolsPage(ws)
+            await page.load(url, width, height)
+            await page.capture(width)
+            await page.drain()
+    return page.out
 
 
 def load_in_chromium(page: Path, profile: Path, width: int = 1366, height: int = 768) -> PageLoad:
@@ -262,12 +275,9 @@ def _md_cells(line: str) -> list[str]:
 
 
 @pytest.mark.skipif(_chromium() is None, reason=f"headless Chromium is not installed (CI: {CHROMIUM_INSTALL})")
-def test_report_of_a_real_run_loads_cleanly_in_chromium(tmp_path: Path) -> None:
-    write_workload(tmp_path / "mixed.jsonl", WORKLOAD)
-    (tmp_path / "plan.toml").write_text(PLAN)
-    done = specselect("run", "plan.toml", "--results-dir", "results", "--quiet", cwd=tmp_path)
-    assert done.returncode == 0, done.stderr[-3000:]
-    layout = RunLayout(tmp_path / "results" / "report-browser")
+def test_report_of_a_real_run_loads_cleanly_in_chromium(reduced_run: ReducedRun, tmp_path: Path) -> None:
+    assert reduced_run.done.returncode == 0, reduced_run.done.stderr[-3000:]
+    layout = RunLayout(reduced_run.root)
 
     report = specselect("report", str(layout.root), "--json", cwd=tmp_path, timeout=120)
     assert report.returncode == 0, report.stderr[-3000:]

@@ -8,33 +8,13 @@ from pathlib import Path
 
 import psutil
 import pytest
-from _reduced_plan import copy_code_item, copy_list_item, reduced_plan, specselect, write_workload
+from _reduced_plan import ReducedRun, specselect
 
 from specselect.artifacts.layout import RunLayout
 from specselect.artifacts.results import EvidenceFile, GroupResult, Handoff, Manifest, PreflightFile
 from specselect.artifacts.store import load_document, load_records
 
 pytestmark = pytest.mark.integration
-
-WORKLOAD = [
-    copy_list_item(),
-    copy_code_item(
-        "def add(a, b):\n    return a + b\n\ndef sub(a, b):\n    return a - b\n\ndef mul(a, b):\n    return a * b\n"
-    ),
-    {
-        "id": "copy-csv",
-        "category": "copy",
-        "messages": [
-            {
-                "role": "user",
-                "content": "Repeat these rows exactly:\nid,name,city\n1,Ada,London\n2,Bob,Paris\n3,Cy,Rome\n"
-                "4,Di,Oslo\n5,Ed,Bern\n",
-            }
-        ],
-    },
-]
-
-PLAN = reduced_plan(label="reduced", max_tokens=40, workload="copy", workload_file="copy.jsonl")
 
 
 def _engine_processes(root: Path) -> list[psutil.Process]:
@@ -47,13 +27,11 @@ def _engine_processes(root: Path) -> list[psutil.Process]:
     return found
 
 
-def test_reduced_plan_end_to_end(tmp_path: Path) -> None:
-    write_workload(tmp_path / "copy.jsonl", WORKLOAD)
-    (tmp_path / "plan.toml").write_text(PLAN)
-    done = specselect("run", "plan.toml", "--results-dir", "results", "--json", cwd=tmp_path)
+def test_reduced_plan_end_to_end(reduced_run: ReducedRun) -> None:
+    done, tmp_path = reduced_run.done, reduced_run.cwd
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads(done.stdout)
-    layout = RunLayout(tmp_path / "results" / "reduced")
+    layout = RunLayout(reduced_run.root)
 
     manifest = load_document(layout.manifest, Manifest)
     assert manifest.status == "complete"

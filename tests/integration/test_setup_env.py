@@ -14,18 +14,17 @@ from typing import Any
 
 import pytest
 
-from specselect.admission import gather_admission_input
 from specselect.assets import prepare_builtin, resolve_model
-from specselect.assets.builtin import MODEL_MARKER
-from specselect.core.admission import admit
+from specselect.assets.builtin import MODEL_MARKER, SMOLLM2_PACKAGE
+from specselect.assets.packages import asset_package_dir
+from specselect.common.home import default_home
+from specselect.core.gates import AdmissionInput, admit
 from specselect.core.status import RunStatus
-from specselect.engines.vllm.envsetup import (
-    EngineEnv,
-    default_home,
-    ensure_managed_vllm_env,
-    smollm2_package_dir,
-)
+from specselect.engines import EngineSetup, GroupContext
+from specselect.engines.vllm.engine import VllmEngine
+from specselect.engines.vllm.envsetup import EngineEnv, ensure_managed_vllm_env
 from specselect.engines.vllm.probe import probe_vllm
+from specselect.plan import load_plan
 from specselect.plan.candidates import Candidate
 
 pytestmark = pytest.mark.integration
@@ -69,11 +68,11 @@ def test_builtin_models_convert_once_then_are_reused(
     managed_env: EngineEnv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     home = tmp_path / "home"
-    smollm2_package_dir(home).parent.mkdir(parents=True)
-    smollm2_package_dir(home).symlink_to(smollm2_package_dir(default_home()))
+    asset_package_dir(SMOLLM2_PACKAGE, home).parent.mkdir(parents=True)
+    asset_package_dir(SMOLLM2_PACKAGE, home).symlink_to(asset_package_dir(SMOLLM2_PACKAGE, default_home()))
     started = time.monotonic()
-    target = prepare_builtin("smollm2-135m", managed_env, home=home)
-    draft = prepare_builtin("smollm2-135m-draft4l", managed_env, home=home)
+    target = prepare_builtin("smollm2-135m", managed_env.python, home=home)
+    draft = prepare_builtin("smollm2-135m-draft4l", managed_env.python, home=home)
     first_seconds = time.monotonic() - started
     print(f"conversion + draft: {first_seconds:.1f} s")
     assert target.num_params == 134_515_008
@@ -90,9 +89,11 @@ def test_builtin_models_convert_once_then_are_reused(
 
     monkeypatch.setattr(subprocess, "run", no_subprocess)
     started = time.monotonic()
-    again = resolve_model("builtin:smollm2-135m", home=home, env=managed_env)
-    again_draft = resolve_model("builtin:smollm2-135m-draft4l", home=home, env=managed_env)
-    assert time.monotonic() - started < 1.0
+    again = resolve_model("builtin:smollm2-135m", home=home, python=managed_env.python)
+    again_draft = resolve_model("builtin:smollm2-135m-draft4l", home=home, python=managed_env.python)
+    # No conversion (that took ~35 s above, and Python is forbidden here); reading the prepared models' files
+    # took 1.06 s once in CI, so the bound only separates reuse from converting again.
+    assert time.monotonic() - started < 5.0
     assert (again.snapshot, again_draft.snapshot) == (target.snapshot, draft.snapshot)
     assert (target.path / MODEL_MARKER).stat().st_mtime_ns == marker_mtime
 
@@ -100,7 +101,15 @@ def test_builtin_models_convert_once_then_are_reused(
 def test_real_probe_and_admission_refuse_fast(managed_env: EngineEnv) -> None:
     caps = probe_vllm(managed_env)
     assert caps.device_kind == "cpu"
-    target = resolve_model("builtin:smollm2-135m", env=managed_env)
+    target = resolve_model("builtin:smollm2-135m", python=managed_env.python)
+    engine = VllmEngine(env=managed_env)
+    setup = EngineSetup(kind="vllm", caps=caps, python=managed_env.python, engine_version=caps.engine_version)
+    plan = load_plan("builtin:cpu-smoke").plan
+
+    def gather_admission_input(c: Candidate) -> AdmissionInput:
+        ctx = GroupContext(candidate=c, engine=plan.engine, target_config=plan.target, target=target, setup=setup)
+        return engine.admit(ctx, home=None).input
+
     refused = [
         Candidate(name="eagle3", family="eagle", method="eagle3", num_speculative_tokens=3),
         Candidate(name="mtp", family="mtp", num_speculative_tokens=1),
@@ -109,9 +118,7 @@ def test_real_probe_and_admission_refuse_fast(managed_env: EngineEnv) -> None:
         Candidate(name="ngram-gpu", family="ngram", method="ngram_gpu", num_speculative_tokens=4),
     ]
     started = time.monotonic()
-    results = {
-        c.name: admit(c.name, c.family, gather_admission_input(c, target, caps, env=managed_env)) for c in refused
-    }
+    results = {c.name: admit(c.name, c.family, gather_admission_input(c)) for c in refused}
     assert time.monotonic() - started < 1.0
     assert {name: (r.run_status, r.reason) for name, r in results.items()} == {
         "eagle3": (RunStatus.ASSET_MISSING, "proposer_not_given"),
@@ -125,5 +132,5 @@ def test_real_probe_and_admission_refuse_fast(managed_env: EngineEnv) -> None:
         Candidate(name="draft4l", family="draft_model", proposer="builtin:smollm2-135m-draft4l"),
     ]
     for c in runnable:
-        result = admit(c.name, c.family, gather_admission_input(c, target, caps, env=managed_env))
+        result = admit(c.name, c.family, gather_admission_input(c))
         assert result.run_status is RunStatus.RUNNABLE, result

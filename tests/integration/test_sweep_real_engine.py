@@ -1,7 +1,13 @@
-"""`specselect run builtin:cpu-sweep` on the real CPU vLLM: n-gram at proposal lengths 1, 3 and 5, each at
-concurrency 1 and 2, runs to the end; the 4-layer draft model loses at concurrency 1 and is stopped early; the
-sweep analysis, the hand-off advice and the report's speedup-vs-length and speedup-vs-concurrency plots are all
-there."""
+"""builtin:cpu-sweep on the real CPU vLLM, with one launch per group: n-gram at proposal lengths 1, 3 and 5, each
+at concurrency 1 and 2, runs to the end; the per-batch-size schedule the lengths derive runs as its own candidate
+and is compared with the static lengths and speculation off; the 4-layer draft model loses at concurrency 1 and is
+stopped early; the sweep analysis, the hand-off advice (one answer for the plan's traffic mix) and the report's
+speedup-vs-length and speedup-vs-concurrency plots are all there.
+
+The built-in's second launch per group is left out here: it doubles the test's 11 server starts (~7 minutes of CI)
+and what it adds is the runner's mirrored rounds, which the default run's e2e test measures on real vLLM and
+tests/unit/test_runner_launches.py pins, a schedule's relaunch included.
+"""
 
 from __future__ import annotations
 
@@ -12,36 +18,48 @@ import pytest
 from _reduced_plan import specselect
 
 from specselect.artifacts.layout import RunLayout
-from specselect.artifacts.results import EvidenceFile, Handoff, Manifest
+from specselect.artifacts.results import EvidenceFile, GroupResult, Handoff, Manifest
 from specselect.artifacts.store import load_document
 from specselect.artifacts.verify import verify_run
+from specselect.evidence.sweeps import SweepAnalysis
+from specselect.plan.loader import builtin_plan_text
 
 pytestmark = pytest.mark.integration
 
 SUBS = ["g1_ngram.k1", "g1_ngram.k3", "g1_ngram.k5"]
+SCHEDULE = "g1_ngram.schedule"
 DRAFT = "g2_draft_model"
 
 
+def _one_launch_sweep(path: Path) -> Path:
+    text = builtin_plan_text("cpu-sweep")
+    assert text.count("\nlaunches = 2 ") == 1
+    path.write_text(text.replace("\nlaunches = 2 ", "\nlaunches = 1 "))
+    return path
+
+
 def test_cpu_sweep_over_length_and_concurrency(tmp_path: Path) -> None:
-    done = specselect("run", "builtin:cpu-sweep", "--results-dir", "results", "--json", cwd=tmp_path)
+    plan = _one_launch_sweep(tmp_path / "cpu-sweep.toml")
+    done = specselect("run", str(plan), "--results-dir", "results", "--json", cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads(done.stdout)
     layout = RunLayout(tmp_path / summary["results_dir"])  # relative to the run's working directory
 
     manifest = load_document(layout.manifest, Manifest)
     assert manifest.status == "complete"
-    assert [g.name for g in manifest.groups] == ["g0_target_only", *SUBS, DRAFT]
+    assert [g.name for g in manifest.groups] == ["g0_target_only", *SUBS, SCHEDULE, DRAFT]
     assert all(g.run_status.value == "completed" for g in manifest.groups)
-    assert manifest.budget is not None and manifest.budget.servers == len(SUBS) + 1  # stated after the baseline
+    # Stated after the baseline: one server per candidate, the schedule's too.
+    assert manifest.budget is not None and manifest.budget.servers == len(SUBS) + 2
 
     evidence = load_document(layout.evidence, EvidenceFile)
     scenarios = {(e.candidate, e.scenario) for e in evidence.entries}
-    assert scenarios == {(s, f"repetition-c{c}") for s in [*SUBS, DRAFT] for c in (1, 2)}
+    assert scenarios == {(s, f"repetition-c{c}") for s in [*SUBS, SCHEDULE, DRAFT] for c in (1, 2)}
     sweeps = evidence.sweeps
     assert sweeps is not None
     # One crossover per n-gram sub-candidate over both levels, one length choice per scenario over the lengths.
     crossovers = {c.candidate: c for c in sweeps.crossovers}
-    assert sorted(crossovers) == sorted([*SUBS, DRAFT])
+    assert sorted(crossovers) == sorted([*SUBS, SCHEDULE, DRAFT])
     assert all(crossovers[s].levels == (1, 2) for s in SUBS)
     # The draft model is clearly slower at concurrency 1: concurrency 2 is skipped and it is never enabled.
     assert [(s.group, s.scenario) for s in sweeps.early_stops] == [(DRAFT, "repetition-c2")]
@@ -58,12 +76,46 @@ def test_cpu_sweep_over_length_and_concurrency(tmp_path: Path) -> None:
         # On copy-heavy prompts longer proposals win: whatever the verdict, a length is recommended.
         assert s.choice.recommended_length in (1, 3, 5), s.choice.reason
     assert {(g.group, g.scenario) for g in sweeps.goodput} >= {("g0_target_only", "repetition-c1")}
+    # Each length's decode speedup predicted from its acceptance and the baseline's prefill, next to the measured
+    # one with the error: none of the candidate's own timing goes in.
+    for sub in SUBS:
+        for c in (1, 2):
+            entry = next(e for e in evidence.entries if (e.candidate, e.scenario) == (sub, f"repetition-c{c}"))
+            p = entry.prediction
+            assert p is not None and p.verify_cost is not None and p.verify_cost.source == "baseline_prefill", p
+            assert p.predicted_decode_speedup is not None and p.relative_error is not None, p.missing
 
-    handoff = load_document(layout.handoff, Handoff)
-    assert len(handoff.concurrency_limits) == len(SUBS) + 1 and len(handoff.proposal_lengths) == 2
+    _schedule_and_mix(sweeps, manifest, load_document(layout.handoff, Handoff))
+    # The schedule candidate's server ran the schedule derived from the lengths' results.
+    measured = load_document(layout.group_summary(SCHEDULE), GroupResult)
+    assert measured.launch is not None and measured.derived_schedule is not None
+    config = measured.launch.speculative_config
+    assert config is not None and "num_speculative_tokens_per_batch_size" in config, config
 
     html = (layout.root / "report.html").read_text()
     assert "Speedup vs proposal length" in html and "Speedup vs concurrency" in html
-    assert 'id="sweeps"' in html
+    assert "Per-batch-size schedule vs static vs off" in html and "For your traffic mix" in html
+    assert 'id="sweeps"' in html and "Predicted vs measured decode speedup" in html
     report = verify_run(layout.root)
     assert report.ok, report.problems
+
+
+def _schedule_and_mix(sweeps: SweepAnalysis, manifest: Manifest, handoff: Handoff) -> None:
+    # The schedule ran one server with a length per level, derived from the lengths' own results, and sits next
+    # to the best static length and speculation off at both levels.
+    (comparison,) = sweeps.schedules
+    assert comparison.candidate == SCHEDULE and comparison.schedule.status == "derived"
+    assert [r.concurrency for r in comparison.rows] == [1, 2]
+    assert all(r.static is not None and r.schedule is not None for r in comparison.rows)
+    lengths = [lv.proposal_length for lv in comparison.schedule.levels]
+    assert set(lengths) <= {0, 1, 3, 5} and max(lengths) > 0, comparison.schedule
+    schedule_group = next(g for g in manifest.groups if g.name == SCHEDULE)
+    assert schedule_group.run_status.value == "completed"
+
+    assert len(handoff.concurrency_limits) == len(SUBS) + 2 and len(handoff.proposal_lengths) == 2
+    assert handoff.mix is not None and handoff.mix.options
+    best = handoff.mix.options[0]
+    assert best.on_segments is not None and best.on_segments.low <= best.on_segments.point <= best.on_segments.high
+    served = {g.group: g.serve for g in handoff.groups}
+    assert served[SCHEDULE] is not None and served[SCHEDULE].speculative is not None
+    assert "num_speculative_tokens_per_batch_size" in served[SCHEDULE].speculative

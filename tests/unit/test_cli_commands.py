@@ -46,6 +46,36 @@ def test_validate_bad_plan_exits_2_with_one_line_per_problem(
     assert "Traceback" not in err
 
 
+def test_validate_names_the_option_key_a_misspelt_one_was_meant_to_be(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    text = builtin_plan_text("cpu-smoke")
+    path = tmp_path / "p.toml"
+    path.write_text(text.replace("prompt_lookup_max = 5 }", "prompt_lookup_mx = 5 }", 1), encoding="utf-8")
+    code, out, err = run_cli(capsys, "validate", str(path))
+    assert (code, out) == (2, "")
+    assert "options.prompt_lookup_mx: vLLM's speculative config has no key 'prompt_lookup_mx'" in err
+    assert "did you mean 'prompt_lookup_max'?" in err
+    # Misspelt in a sweep grid: one line naming the grid of the entry the user wrote, not one per sub-candidate.
+    sweep = builtin_plan_text("cpu-sweep").replace("measure_schedule = true", "measure_schedule = false")
+    sweep = sweep.replace(
+        "prompt_lookup_min = 3, prompt_lookup_max = 5 }",
+        "prompt_lookup_min = 3 }\nsweep = { prompt_lookup_mx = [3, 5] }",
+    )
+    path.write_text(sweep, encoding="utf-8")
+    code, out, err = run_cli(capsys, "validate", str(path))
+    assert (code, out) == (2, "")
+    assert err.splitlines()[1:] == [
+        "candidates.g1_ngram.sweep.prompt_lookup_mx: vLLM's speculative config has no key 'prompt_lookup_mx'; "
+        "did you mean 'prompt_lookup_max'? (fix: rename it to prompt_lookup_max)"
+    ]
+    # A key vLLM 0.32 has passes, and so does one nothing resembles: a newer installed vLLM may have it (the probe
+    # of the installed engine decides).
+    for key in ("kv_cache_dtype = 'auto'", "brand_new_knob = 1"):
+        path.write_text(text.replace("prompt_lookup_max = 5 }", f"prompt_lookup_max = 5, {key} }}", 1))
+        assert run_cli(capsys, "validate", str(path))[0] == 0
+
+
 def test_validate_toml_error_names_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     path = tmp_path / "p.toml"
     path.write_text('schema_version = 1\nlabel = "x\n', encoding="utf-8")
@@ -58,7 +88,7 @@ def test_validate_toml_error_names_line(capsys: pytest.CaptureFixture[str], tmp_
 def test_plan_list(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run_cli(capsys, "plan", "list")
     assert (code, err) == (0, "")
-    assert out.startswith("builtin:cpu-smoke  CPU smoke test:")
+    assert "builtin:cpu-smoke  CPU smoke test:" in out.splitlines()[2]  # sorted: cpu-aa, cpu-draft, cpu-smoke
 
 
 def test_plan_show_prints_the_toml_verbatim(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -75,7 +105,8 @@ def test_plan_show_unknown_builtin(capsys: pytest.CaptureFixture[str]) -> None:
     assert (code, out) == (2, "")
     assert err == (
         "specselect: error: builtin:nope: no built-in plan 'nope' "
-        "(fix: use one of: builtin:cpu-smoke, builtin:cpu-sweep (see `specselect plan list`))\n"
+        "(fix: use one of: builtin:cpu-aa, builtin:cpu-draft, builtin:cpu-smoke, builtin:cpu-sweep "
+        "(see `specselect plan list`))\n"
     )
 
 
@@ -107,7 +138,7 @@ def test_schema_unknown_name_exits_2_listing_known_ones(capsys: pytest.CaptureFi
     assert (code, out) == (2, "")
     assert err == (
         "specselect: error: specselect schema: unknown schema 'results' (fix: use one of: plan, workload-item, "
-        "manifest, preflight, admission, group, record, evidence, handoff)\n"
+        "manifest, preflight, admission, group, record, evidence, handoff, check)\n"
     )
 
 

@@ -20,6 +20,7 @@ from specselect.core import (
     decide,
     summarize_verdict,
 )
+from specselect.core.decision import NOISE_FLOOR_CHECK, WITHIN_NOISE_FLOOR, NoiseFloor
 
 DEFAULT = Thresholds()
 
@@ -99,6 +100,17 @@ def test_failed_thresholds_tune_naming_each_failure(
         assert result.failed_checks == failed
     assert all(result.checks[name] is False for name in result.failed_checks)
     assert result.detail
+
+
+def test_the_memory_check_names_the_figure_it_compared_and_only_when_it_compared_one() -> None:
+    budget = Thresholds(max_peak_memory_mb=8000.0)
+    over = decide(comparable(candidate_peak_memory_mb=9000.0, candidate_peak_memory_figure="device_memory"), budget)
+    assert (over.reason, over.memory_figure) == ("memory_over_budget", "device_memory")
+    assert over.detail == "max_peak_memory_mb: 9000 > 8000 (device_memory)"
+    fits = decide(comparable(candidate_peak_memory_figure="host_rss"), budget)
+    assert (fits.decision, fits.memory_figure) == (Decision.ACCEPT, "host_rss")
+    # No budget: nothing was compared, so no figure is claimed.
+    assert decide(comparable(candidate_peak_memory_figure="host_rss"), DEFAULT).memory_figure is None
 
 
 def test_quality_comes_before_speed() -> None:
@@ -244,3 +256,72 @@ def test_summarize_verdict_is_per_scenario_and_stable() -> None:
         "accept for repetition-c1, tune for general-c1"
     )
     assert summarize_verdict({}) == "no scenarios decided"
+
+
+AA = NoiseFloor(spread_log=math.log(1.15), level=0.95, method="two_stage_bootstrap_t")
+"""An A/A band of +-15%: the baseline showed up to 1.15x against an independent launch of itself."""
+
+
+def test_without_a_noise_floor_the_checks_are_unchanged() -> None:
+    result = decide(comparable(), DEFAULT, interval(1.2, 1.4))
+    assert NOISE_FLOOR_CHECK not in result.checks
+    assert set(result.checks) == set(CHECK_NAMES)
+
+
+def test_a_point_inside_the_aa_band_is_within_noise_floor_before_anything_else() -> None:
+    result = decide(comparable(throughput_speedup=1.12), DEFAULT, interval(1.11, 1.13), noise_floor=AA)
+    assert (result.decision, result.reason) == (Decision.TUNE, WITHIN_NOISE_FLOOR)
+    assert result.checks[NOISE_FLOOR_CHECK] is False
+    assert result.failed_checks == (NOISE_FLOOR_CHECK,)
+    assert result.confidence.status == "insufficient"
+    assert result.confidence.extra_repeats_estimate is None
+    assert result.detail.startswith("speedup point 1.12 <= 1.15")
+
+
+def test_an_interval_low_inside_the_aa_band_refuses_accept_even_above_the_threshold() -> None:
+    result = decide(comparable(throughput_speedup=1.3), DEFAULT, interval(1.12, 1.5), noise_floor=AA)
+    assert (result.decision, result.reason) == (Decision.TUNE, WITHIN_NOISE_FLOOR)
+    assert result.detail.startswith("speedup interval low 1.12 <= 1.15")
+
+
+def test_an_interval_clear_of_the_aa_band_and_the_threshold_is_accepted_and_says_so() -> None:
+    result = decide(comparable(throughput_speedup=1.3), DEFAULT, interval(1.2, 1.4), noise_floor=AA)
+    assert (result.decision, result.reason) == (Decision.ACCEPT, "meets_thresholds")
+    assert result.checks[NOISE_FLOOR_CHECK] is True
+    assert set(result.checks) == {*CHECK_NAMES, NOISE_FLOOR_CHECK}
+
+
+def test_a_point_outside_the_band_with_a_low_below_the_threshold_needs_more_repeats_not_launches() -> None:
+    result = decide(comparable(throughput_speedup=1.3), DEFAULT, interval(1.05, 1.5), noise_floor=AA)
+    assert result.reason == "insufficient_confidence"
+    assert result.checks[NOISE_FLOOR_CHECK] is False
+
+
+def test_without_an_interval_the_point_is_judged_against_the_band() -> None:
+    inside = decide(comparable(throughput_speedup=1.14), DEFAULT, noise_floor=AA)
+    outside = decide(comparable(throughput_speedup=1.2), DEFAULT, noise_floor=AA)
+    assert (inside.reason, inside.confidence.status) == (WITHIN_NOISE_FLOOR, "not_assessed")
+    assert (outside.decision, outside.checks[NOISE_FLOOR_CHECK]) == (Decision.ACCEPT, True)
+
+
+def test_the_band_judges_the_intervals_own_point_when_it_carries_one() -> None:
+    own = SpeedupInterval(low=1.16, high=1.2, level=0.95, n_samples=16, method="two_stage_bootstrap_t", point=1.14)
+    result = decide(comparable(throughput_speedup=1.3), DEFAULT, own, noise_floor=AA)
+    assert result.reason == WITHIN_NOISE_FLOOR
+    assert result.detail.startswith("speedup point 1.14")
+
+
+def test_quality_and_missing_evidence_keep_their_reasons_with_a_noise_floor() -> None:
+    failed = decide(comparable(quality_ok=False), DEFAULT, noise_floor=AA)
+    assert (failed.decision, failed.checks[NOISE_FLOOR_CHECK]) == (Decision.REJECT, True)
+    missing = decide(PairEvidence(evidence_status=EvidenceStatus.NOT_EVALUATED), DEFAULT, noise_floor=AA)
+    assert (missing.reason, missing.checks[NOISE_FLOOR_CHECK]) == ("evidence_not_evaluated", None)
+    slow = decide(comparable(throughput_speedup=0.8), DEFAULT, interval(0.7, 0.9), noise_floor=AA)
+    assert slow.reason == "net_slowdown"
+
+
+@pytest.mark.parametrize("spread", [-0.1, math.nan, math.inf])
+def test_noise_floor_refuses_nonsense(spread: float) -> None:
+    with pytest.raises(ValidationError):
+        NoiseFloor(spread_log=spread, level=0.95, method="m")
+    assert AA.band_high == pytest.approx(1.15)

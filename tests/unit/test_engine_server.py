@@ -17,8 +17,8 @@ import psutil
 import pytest
 
 from specselect.engines import server as server_mod
-from specselect.engines.localnet import local_request, pick_free_port, port_is_free
-from specselect.engines.server import ServerProcess, cache_env, read_log_tail
+from specselect.engines.http import local_request, pick_free_port, port_is_free
+from specselect.engines.server import ServerOptions, ServerProcess, cache_env, read_log_tail
 from specselect.errors import ServerCrashedError, ServerStartError, ServerTimeoutError
 
 FAKE = Path(__file__).parent / "data" / "engine_fake_server.py"
@@ -40,7 +40,7 @@ def make(tmp_path: Path, *extra: str, **kwargs: object) -> ServerProcess:
         "term_grace_s": 5.0,
     }
     options.update(kwargs)
-    return ServerProcess(fake_argv(*extra), **options)  # type: ignore[arg-type]
+    return ServerProcess(fake_argv(*extra), ServerOptions(**options))  # type: ignore[arg-type]
 
 
 def group_alive(pgid: int) -> list[int]:
@@ -71,8 +71,8 @@ def test_ready_server_is_yielded_then_torn_down_and_port_reusable(tmp_path: Path
         status, _ = local_request("GET", f"{server.base_url}/health")
         assert status == 200
         assert server.base_url == f"http://127.0.0.1:{server.port}"
-        assert server.pgid == server.pid
-        assert len(group_alive(server.pgid)) == 2  # the server and its child
+        assert os.getpgid(server.pid) == server.pgid != server.pid  # the supervisor leads the server's group
+        assert len(group_alive(server.pgid)) == 3  # the supervisor, the server and its child
         assert server.startup_s is not None
         assert server.startup_s >= 0.3
         port, pgid = server.port, server.pgid
@@ -159,7 +159,7 @@ def test_keyboard_interrupt_inside_block_kills_group(tmp_path: Path) -> None:
 
     with pytest.raises(KeyboardInterrupt):
         interrupted_measurement()
-    assert len(seen) == 2
+    assert len(seen) == 3  # the supervisor, the server and its child
     assert all(not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE for pid in seen)
     assert proc.release_check is not None
     assert proc.release_check.processes_gone
@@ -204,8 +204,7 @@ def test_lost_port_race_retries_another_port(tmp_path: Path, held_port: int, mon
 def test_missing_executable_is_a_start_error(tmp_path: Path) -> None:
     proc = ServerProcess(
         lambda port: [str(tmp_path / "no-such-python"), "--port", str(port)],
-        log_path=tmp_path / "server.log",
-        served_model="m",
+        ServerOptions(log_path=tmp_path / "server.log", served_model="m"),
     )
     with pytest.raises(ServerStartError, match="cannot start"), proc:
         pytest.fail("must not get here")
@@ -227,6 +226,10 @@ def test_raise_if_dead_reports_a_crash(tmp_path: Path) -> None:
         proc.raise_if_dead()
         psutil.Process(server.pid).kill()
         psutil.Process(server.pid).wait(5)
+        # The supervisor ends as its server did once its poll sees it (every 0.2 s): on a busy machine not at once.
+        deadline = time.monotonic() + 5.0
+        while proc.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert not proc.is_alive()
         with pytest.raises(ServerCrashedError) as info:
             proc.raise_if_dead()

@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from specselect.engines.base import Engine, LaunchSpec
-from specselect.engines.redaction import redact_argv, redact_text
-from specselect.engines.serving import sanity_check
-from specselect.engines.telemetry import spec_decode_delta
+from specselect.common.secrets import redact_argv, redact_text
+from specselect.engines.base import Engine, LaunchSpec, Proposal
+from specselect.engines.http import sanity_check
 from specselect.engines.vllm.engine import VllmEngine
 from specselect.engines.vllm.launch import VLLM_SERVER_MODULE, build_vllm_argv
 from specselect.engines.vllm.specconfig import build_speculative_config
+from specselect.engines.vllm.telemetry import spec_decode_delta
 from specselect.errors import ConfigError, ProtocolError
 
 DATA = Path(__file__).parent / "data"
@@ -62,7 +62,7 @@ def test_baseline_argv_is_exact(tmp_path: Path) -> None:
 
 
 def test_ngram_argv_with_per_request_metrics_and_no_prefix_cache(tmp_path: Path) -> None:
-    cfg = build_speculative_config("ngram", None, 4, None, {"prompt_lookup_min": 2, "prompt_lookup_max": 5})
+    cfg = build_speculative_config(Proposal("ngram", None, 4, None, {"prompt_lookup_min": 2, "prompt_lookup_max": 5}))
     s = spec(tmp_path, speculative_config=cfg, per_request_spec_metrics=True, disable_prefix_caching=True)
     argv = build_vllm_argv(s, 1, python=PY)
     i = argv.index("--speculative-config")
@@ -76,7 +76,7 @@ def test_per_request_flag_needs_speculation_and_the_probe(tmp_path: Path) -> Non
     assert "--per-request-spec-decode-metrics" not in build_vllm_argv(
         spec(tmp_path, per_request_spec_metrics=True), 1, python=PY
     )
-    cfg = build_speculative_config("ngram", None, 4, None)
+    cfg = build_speculative_config(Proposal("ngram", None, 4, None))
     assert "--per-request-spec-decode-metrics" not in build_vllm_argv(
         spec(tmp_path, speculative_config=cfg, per_request_spec_metrics=False), 1, python=PY
     )
@@ -95,7 +95,7 @@ def test_per_request_flag_needs_speculation_and_the_probe(tmp_path: Path) -> Non
 def test_each_family_passes_one_speculative_config(
     tmp_path: Path, family: str, method: str | None, proposer: str | None
 ) -> None:
-    cfg = build_speculative_config(family, method, 3, proposer)
+    cfg = build_speculative_config(Proposal(family, method, 3, proposer))
     argv = build_vllm_argv(spec(tmp_path, speculative_config=cfg), 1, python=PY)
     assert argv.count("--speculative-config") == 1
     assert json.loads(argv[argv.index("--speculative-config") + 1]) == cfg
@@ -141,7 +141,7 @@ def test_no_python_and_no_command(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="no python"):
         build_vllm_argv(spec(tmp_path), 1)
     with pytest.raises(ConfigError, match="needs a python"):
-        VllmEngine()
+        VllmEngine().argv(spec(tmp_path), 1)
 
 
 def test_redaction_of_argv_and_text() -> None:
@@ -179,7 +179,7 @@ def fake_engine() -> VllmEngine:
 
 def test_launch_sanity_and_scrape_against_stand_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SPECSELECT_TEST_KEY", "key-0123456789")
-    cfg = build_speculative_config("ngram", None, 4, None)
+    cfg = build_speculative_config(Proposal("ngram", None, 4, None))
     s = spec(
         tmp_path,
         speculative_config=cfg,

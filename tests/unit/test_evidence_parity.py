@@ -14,10 +14,13 @@ from specselect.evidence.parity import (
     compare_outputs,
     compare_text,
     compare_tokens,
+    has_token_ids,
+    outputs_for_parity,
     quality_ok_from_verdict,
     scenario_parity,
 )
 from specselect.evidence.samples import RequestKey
+from specselect.measure.types import ErrorKind, RequestRecord
 
 
 def test_equal_tokens() -> None:
@@ -235,3 +238,34 @@ def test_result_round_trips_through_json() -> None:
     again = ScenarioParity.model_validate_json(result.model_dump_json())
     assert again == result
     assert again.schema_version == 1
+
+
+def _record(
+    item: str, repeat: int, ids: list[int] | None, *, warmup: bool = False, failed: bool = False
+) -> RequestRecord:
+    return RequestRecord(
+        request_id=f"{item}{repeat}{warmup}",
+        item_id=item,
+        scenario="s",
+        repeat=repeat,
+        warmup=warmup,
+        output_token_ids=ids,
+        output_text=" ".join(map(str, ids or [])),
+        error="boom" if failed else None,
+        error_kind=ErrorKind.HTTP_ERROR if failed else None,
+    )
+
+
+def test_outputs_for_parity_key_by_request_skip_warmup_and_map_failures_to_none() -> None:
+    records = [
+        _record("a", 0, [9], warmup=True),
+        _record("a", 0, [1, 2]),
+        _record("a", 0, [7]),  # a second record for the same key: the first one counts
+        _record("b", 0, None, failed=True),
+        _record("c", 1, [3]),
+    ]
+    assert outputs_for_parity(records, tokens=True) == {("a", 0): [1, 2], ("b", 0): None, ("c", 1): [3]}
+    assert outputs_for_parity(records, tokens=False) == {("a", 0): "1 2", ("b", 0): None, ("c", 1): "3"}
+    assert has_token_ids(records)
+    assert not has_token_ids([_record("a", 0, None)])
+    assert not has_token_ids([_record("a", 0, [1], warmup=True)])  # nothing measured: no exact parity either

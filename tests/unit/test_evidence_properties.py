@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 from specselect.evidence.categories import category_breakdown
 from specselect.evidence.parity import Output, ParityVerdict, compare_tokens, quality_ok_from_verdict, scenario_parity
-from specselect.evidence.prediction import predict_speedup
+from specselect.evidence.prediction import ProposerCost, VerifyCostModel, predict_speedup
+from specselect.evidence.replication import replicated_speedup
 from specselect.evidence.samples import RequestKey, RequestPair, RequestSample, RequestSpecMetrics
 from specselect.evidence.stats import BootstrapPolicy, RatioEstimate, paired_stats
 
@@ -81,24 +82,46 @@ def test_paired_stats_never_crash(policy: BootstrapPolicy, pairs: list[RequestPa
 def test_categories_and_prediction_never_crash(pairs: list[RequestPair]) -> None:
     for category in category_breakdown(pairs, policy=POLICY).categories:
         check_estimate(category.throughput_speedup)
-    prediction = predict_speedup(pairs, [0.9, 0.5])
+    prediction = predict_speedup(pairs, [0.9, 0.5], verify_cost=COST, proposer=FREE)
     for value in (prediction.predicted_decode_speedup, prediction.measured_decode_speedup, prediction.gap):
         assert value is None or math.isfinite(value)
 
 
+COST = VerifyCostModel(slope=0.1, source="calibration")
+FREE = ProposerCost.free("ngram")
+
+
 @PROFILE
-@given(st.lists(st.floats(allow_nan=True, allow_infinity=True), max_size=6), pairs_strategy())
-def test_prediction_with_arbitrary_rates_never_crashes(rates: list[float], pairs: list[RequestPair]) -> None:
-    prediction = predict_speedup(pairs, rates)
+@given(
+    st.lists(st.floats(allow_nan=True, allow_infinity=True), max_size=6),
+    st.one_of(st.none(), st.integers(-3, 500)),
+    pairs_strategy(),
+)
+def test_prediction_with_arbitrary_rates_never_crashes(
+    rates: list[float], drafts: int | None, pairs: list[RequestPair]
+) -> None:
+    prediction = predict_speedup(pairs, rates, num_drafts=drafts, verify_cost=COST, proposer=FREE)
     assert (prediction.predicted_decode_speedup is None) == bool(
-        {
-            "per_position_acceptance_rates",
-            "valid_per_position_acceptance_rates",
-            "step_cost",
-            "finite_tokens_per_target_step",
-        }
+        {"per_position_acceptance_rates", "valid_per_position_acceptance_rates", "positive_modelled_step_cost"}
         & set(prediction.missing)
     )
+    assert prediction.predicted_decode_speedup is None or prediction.predicted_decode_speedup > 0
+
+
+@PROFILE
+@given(pairs_strategy(), pairs_strategy())
+def test_replicated_speedup_never_crashes_on_arbitrary_launches(
+    first: list[RequestPair], second: list[RequestPair]
+) -> None:
+    base = [p.baseline for p in first] + [p.baseline.model_copy(update={"launch": 1}) for p in second]
+    cand = [p.candidate for p in first] + [p.candidate.model_copy(update={"launch": 1}) for p in second]
+    for launches in ((base, cand), ([p.baseline for p in first], [p.candidate for p in first])):
+        est = replicated_speedup(*launches, POLICY)
+        for value in (est.point, est.low, est.high, est.rerun_low, est.rerun_high):
+            assert value is None or (math.isfinite(value) and value >= 0)
+        if est.low is not None and est.high is not None:
+            assert est.point is not None
+            assert est.low <= est.point <= est.high
 
 
 tokens = st.lists(st.integers(min_value=0, max_value=5), max_size=12)

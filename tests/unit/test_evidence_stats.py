@@ -112,6 +112,15 @@ def test_interval_covers_the_true_speedup_and_converts_to_core_interval() -> Non
     assert interval.n_samples == 180
     assert interval.samples_per_repeat == 60
     assert interval.method == "paired_cluster_bootstrap_percentile"
+    assert interval.point == est.point
+
+
+def test_the_decision_interval_is_of_the_same_statistic_as_its_point() -> None:
+    est = throughput_speedup(synthetic_pairs(12, speedup=1.2), FAST)
+    interval = est.speedup_interval()
+    assert interval is not None
+    assert est.statistic == "ratio_of_totals(tokens/e2e_s)"
+    assert (interval.low, interval.point, interval.high) == (est.low, est.point, est.high)
 
 
 def test_intervals_shrink_with_more_samples() -> None:
@@ -215,7 +224,7 @@ def test_weighted_quantile_matches_numpy_on_the_expanded_sample() -> None:
 
 def test_interval_feeds_the_core_decision() -> None:
     from specselect.core.decision import Thresholds, decide
-    from specselect.core.evidence import SideMetrics, build_pair_evidence
+    from specselect.core.pairing import SideMetrics, build_pair_evidence
     from specselect.core.status import Decision, RunStatus
 
     def side(role: str, path: str, throughput: float) -> SideMetrics:

@@ -62,6 +62,7 @@ FAKE_SERVER = textwrap.dedent(
     p.add_argument("--fake-print-key", action="store_true")
     p.add_argument("--fake-exit-at-start", type=int, default=None)
     p.add_argument("--fake-token-delay", type=float, default=0.0)
+    p.add_argument("--speculative-config", default=None)
     args, _ = p.parse_known_args()
     print("fake engine argv: " + json.dumps(sys.argv[1:]), flush=True)
     key = os.environ.get("VLLM_API_KEY")
@@ -71,7 +72,7 @@ FAKE_SERVER = textwrap.dedent(
     if args.fake_exit_at_start is not None:
         print(f"fake engine: failing at start-up with the key {key} in the message", flush=True)
         sys.exit(args.fake_exit_at_start)
-    state = {"served": 0, "in_flight": 0}
+    state = {"served": 0, "in_flight": 0, "drafts": 0, "draft_tokens": 0, "accepted": 0}
     lock = threading.Lock()
 
     def words(prompt, n):
@@ -104,7 +105,13 @@ FAKE_SERVER = textwrap.dedent(
                 if self._auth():
                     self._send(200, json.dumps({"data": [{"id": args.served_model_name}]}).encode())
             elif self.path == "/metrics":
-                self._send(200, b"# HELP fake_up 1 when up\\n# TYPE fake_up gauge\\nfake_up 1\\n", "text/plain")
+                text = "# HELP fake_up 1 when up\\n# TYPE fake_up gauge\\nfake_up 1\\n"
+                if args.speculative_config:  # vLLM's spec-decode counters: half of every draft accepted
+                    labels = '{engine="0",model_name="%s"}' % args.served_model_name
+                    counters = (("drafts", "drafts"), ("draft_tokens", "draft_tokens"), ("accepted_tokens", "accepted"))
+                    for name, key in counters:
+                        text += "vllm:spec_decode_num_%s_total%s %d\\n" % (name, labels, state[key])
+                self._send(200, text.encode(), "text/plain")
             else:
                 self._send(404, b"{}")
 
@@ -156,6 +163,10 @@ FAKE_SERVER = textwrap.dedent(
             usage = {"prompt_tokens": 5, "completion_tokens": len(out), "total_tokens": 5 + len(out)}
             chunk({"choices": [], "usage": usage})
             chunk(b"[DONE]")
+            with lock:
+                state["drafts"] += len(out) // 2
+                state["draft_tokens"] += len(out)
+                state["accepted"] += len(out) // 2
             self.wfile.write(b"0\\r\\n\\r\\n")
             self.wfile.flush()
 
@@ -173,6 +184,10 @@ _SPECULATIVE = textwrap.dedent(
     SpeculativeMethod = Literal["ngram", "draft_model", "eagle", "eagle3", "suffix"]
     class SpeculativeConfig:
         method: SpeculativeMethod | None = None
+        model: str | None = None
+        num_speculative_tokens: int = None
+        prompt_lookup_max: int | None = None
+        prompt_lookup_min: int | None = None
     """
 )
 

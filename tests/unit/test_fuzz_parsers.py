@@ -20,7 +20,9 @@ import tomli_w
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from specselect.engines.telemetry import SpecDecodeCounters, parse_prometheus, spec_decode_delta
+from specselect.engines.acceptance import SpecDecodeCounters
+from specselect.engines.prometheus import parse_prometheus
+from specselect.engines.vllm.telemetry import spec_decode_delta
 from specselect.errors import PlanError, ProtocolError, WorkloadError
 from specselect.plan import LoadedPlan, parse_plan_text
 from specselect.workloads import load_workload

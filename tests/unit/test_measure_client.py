@@ -24,7 +24,8 @@ from specselect.measure import (
     LoadShape,
     SamplingParams,
     ScenarioResult,
-    run_scenario,
+    ScenarioSpec,
+    run_load,
 )
 from specselect.workloads.model import ChatMessage, WorkloadItem
 
@@ -44,7 +45,8 @@ def _item(i: int | str, directive: dict[str, Any] | None = None, *, prompt: bool
 
 def _run(endpoint: Endpoint, items: list[WorkloadItem], **kw: Any) -> ScenarioResult:
     kw.setdefault("scenario", "s")
-    return asyncio.run(run_scenario(endpoint, items, **kw))
+    hooks = {name: kw.pop(name) for name in ("progress", "before_measured") if name in kw}
+    return asyncio.run(run_load(endpoint, items, ScenarioSpec(**kw), **hooks))
 
 
 def _endpoint(stub: StubServer, **kw: Any) -> Endpoint:

@@ -108,7 +108,7 @@ def test_nvml_is_used_for_gpus_and_reports_its_source(monkeypatch: pytest.Monkey
         nvmlDeviceGetMemoryInfo=lambda h: SimpleNamespace(used=next(used)),
     )
     monkeypatch.setitem(sys.modules, "pynvml", fake)
-    with PeakMemorySampler(gpu_indices=[0], interval_s=0.01) as sampler:
+    with PeakMemorySampler(gpu_devices=[0], interval_s=0.01) as sampler:
         time.sleep(0.05)
     assert sampler.result.source == "nvml"
     assert sampler.result.mb == pytest.approx(3 * 1024)
@@ -117,8 +117,8 @@ def test_nvml_is_used_for_gpus_and_reports_its_source(monkeypatch: pytest.Monkey
 
 def test_missing_nvml_bindings_name_the_install_command(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "pynvml", None)
-    with pytest.raises(MissingDependencyError, match="pip install nvidia-ml-py"):
-        PeakMemorySampler(gpu_indices=[0]).__enter__()
+    with pytest.raises(MissingDependencyError, match=r"pip install 'specselect\[gpu\]'"):
+        PeakMemorySampler(gpu_devices=[0]).__enter__()
 
 
 def test_nothing_to_sample_is_a_config_error() -> None:

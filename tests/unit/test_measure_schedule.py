@@ -14,6 +14,7 @@ from specselect.measure import (
     LoadShape,
     PlannedRequest,
     SamplingParams,
+    ScenarioSpec,
     arrival_offsets,
     build_body,
     cache_salt,
@@ -35,9 +36,7 @@ def _items(n: int, *, prompt: bool = False) -> list[WorkloadItem]:
 def _plan(
     items: list[WorkloadItem], *, seed: int = 7, policy: CacheSaltPolicy = CacheSaltPolicy.SALT, **kw: int
 ) -> tuple[list[PlannedRequest], list[PlannedRequest]]:
-    return plan_requests(
-        CHAT,
-        items,
+    spec = ScenarioSpec(
         scenario="general-c4",
         warmup=kw.get("warmup", 3),
         repeats=kw.get("repeats", 3),
@@ -46,6 +45,7 @@ def _plan(
         cache_salt_policy=policy,
         first_repeat=kw.get("first_repeat", 0),
     )
+    return plan_requests(CHAT, items, spec)
 
 
 def test_endpoint_urls() -> None:

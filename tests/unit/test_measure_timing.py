@@ -20,7 +20,17 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests.stubs is test support, not in the package
 from tests.stubs.openai_stub import StubBehavior, StubServer, programmed
 
-from specselect.measure import Endpoint, RequestRecord, ScenarioResult, e2e_ms, itl_ms, run_scenario, tpot_ms, ttft_ms
+from specselect.measure import (
+    Endpoint,
+    RequestRecord,
+    ScenarioResult,
+    ScenarioSpec,
+    e2e_ms,
+    itl_ms,
+    run_load,
+    tpot_ms,
+    ttft_ms,
+)
 from specselect.workloads.model import ChatMessage, WorkloadItem
 
 BOUND_MS = 2.0
@@ -62,8 +72,8 @@ def _assert_accurate(stub: StubServer, *, concurrency: int, n_items: int, repeat
     endpoint = Endpoint(base_url=stub.base_url, model="stub-model")
     attempts = []
     for _ in range(ATTEMPTS):
-        scenario = run_scenario(
-            endpoint, items, scenario="t", concurrency=concurrency, warmup=concurrency, repeats=repeats
+        scenario = run_load(
+            endpoint, items, ScenarioSpec(scenario="t", concurrency=concurrency, warmup=concurrency, repeats=repeats)
         )
         result = asyncio.run(scenario)
         errors = _median_errors(result, expected)
@@ -89,7 +99,7 @@ def test_multi_token_chunks_count_tokens_from_usage_and_itl_is_per_chunk(stub: S
     text = f"spec [[stub:{json.dumps(behavior)}]]"
     items = [WorkloadItem(id=f"m{i}", messages=(ChatMessage(role="user", content=f"{i} {text}"),)) for i in range(4)]
     endpoint = Endpoint(base_url=stub.base_url, model="stub-model")
-    result = asyncio.run(run_scenario(endpoint, items, scenario="m", repeats=2))
+    result = asyncio.run(run_load(endpoint, items, ScenarioSpec(scenario="m", repeats=2)))
     for r in result.measured():
         assert r.completion_tokens == 32
         assert r.chunk_tokens == [4] * 8
@@ -111,7 +121,9 @@ def test_client_timestamps_agree_with_the_stub_clock_at_concurrency_32(stub: Stu
     attempts = []
     for _ in range(ATTEMPTS):
         stub.reset()
-        scenario = run_scenario(endpoint, items, scenario="c", concurrency=32, repeats=2, cache_salt_policy="salt")
+        scenario = run_load(
+            endpoint, items, ScenarioSpec(scenario="c", concurrency=32, repeats=2, cache_salt_policy="salt")
+        )
         result = asyncio.run(scenario)
         origin = result.summary.clock_origin_s
         served = {(r["body"]["messages"][0]["content"], r["body"]["cache_salt"]): r for r in stub.received()}

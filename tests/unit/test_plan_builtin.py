@@ -8,6 +8,8 @@ import pytest
 
 from specselect.errors import PlanError
 from specselect.plan import builtin_plan_names, builtin_plan_text, load_plan
+from specselect.workloads.catalog import catalog_lines
+from specselect.workloads.sample import WorkloadSample
 
 
 def test_cpu_smoke_is_listed() -> None:
@@ -26,9 +28,12 @@ def test_cpu_smoke_content() -> None:
     assert plan.engine.args == ("--enforce-eager",)
     assert plan.engine.env == {"VLLM_CPU_KVCACHE_SPACE": "2"}
     assert (plan.engine.host, plan.engine.port) == ("127.0.0.1", 0)
-    assert (plan.sampling.temperature, plan.sampling.max_tokens, plan.sampling.seed) == (0.0, 48, 0)
-    assert (plan.run.concurrency, plan.run.warmup_requests, plan.run.repeats) == ((1,), 1, 2)
-    assert plan.workloads == {"general": "builtin:general", "repetition": "builtin:repetition"}
+    assert (plan.sampling.temperature, plan.sampling.max_tokens, plan.sampling.seed) == (0.0, 32, 0)
+    assert (plan.run.concurrency, plan.run.warmup_requests, plan.run.repeats, plan.run.launches) == ((1,), 1, 1, 2)
+    assert plan.workloads == {
+        "general": WorkloadSample(source="builtin:alpacaeval", items=8, seed=0),
+        "repetition": "builtin:repetition",
+    }
     thresholds = plan.thresholds
     assert (thresholds.min_throughput_speedup, thresholds.max_ttft_regression_ratio) == (1.10, 1.10)
     assert (thresholds.max_e2e_p95_regression_ratio, thresholds.max_peak_memory_mb) == (1.05, None)
@@ -70,5 +75,26 @@ def test_unknown_builtin_plan_suggests_and_lists() -> None:
         load_plan("builtin:cpu-smok")
     assert info.value.one_line() == (
         "builtin:cpu-smok: no built-in plan 'cpu-smok'; did you mean builtin:cpu-smoke? "
-        "(fix: use one of: builtin:cpu-smoke, builtin:cpu-sweep (see `specselect plan list`))"
+        "(fix: use one of: builtin:cpu-aa, builtin:cpu-draft, builtin:cpu-smoke, builtin:cpu-sweep "
+        "(see `specselect plan list`))"
     )
+
+
+def test_cpu_smoke_lists_the_builtin_workloads_with_their_provenance() -> None:
+    text = builtin_plan_text("cpu-smoke")
+    assert "\n".join(f"#   {line}" for line in catalog_lines()) + "\n" in text
+    assert "(wheel Apache-2.0, data CC-BY-NC-4.0), extracted at set-up" in text
+
+
+def test_cpu_smoke_measures_real_chat_prompts_and_the_written_copy_task() -> None:
+    text = builtin_plan_text("cpu-smoke")
+    assert 'general = { source = "builtin:alpacaeval", items = 8, seed = 0 }\n' in text
+    assert "# repetition: not a dataset: the copy task written for specselect" in text
+
+
+def test_cpu_aa_is_the_baseline_alone_in_four_launches_on_cpu_smokes_target_and_workloads() -> None:
+    aa, smoke = load_plan("builtin:cpu-aa").plan, load_plan("builtin:cpu-smoke").plan
+    assert [g.name for g in aa.groups] == ["g0_target_only"]
+    assert (aa.run.launches, aa.run.repeats) == (4, 1)
+    assert (aa.target, aa.sampling, aa.workloads) == (smoke.target, smoke.sampling, smoke.workloads)
+    assert aa.engine.model_dump() == smoke.engine.model_dump()

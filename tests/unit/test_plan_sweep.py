@@ -430,12 +430,19 @@ def test_cpu_sweep_builtin() -> None:
     plan = loaded.plan
     assert (plan.target, plan.engine) == (smoke.target, smoke.engine)
     assert plan.workloads == {"repetition": "builtin:repetition"}
-    assert (plan.run.concurrency, plan.sampling.max_tokens, plan.run.repeats) == ((1, 2), 32, 2)
+    assert (plan.run.concurrency, plan.sampling.max_tokens, plan.run.repeats, plan.run.launches) == ((1, 2), 32, 1, 2)
     assert (plan.run.warmup_requests, plan.run.parity_pass, plan.run.early_stop) == (1, "auto", True)
     expected = smoke.thresholds.model_copy(update={"slo_ttft_ms": 2000.0, "slo_tpot_ms": 150.0})
     assert plan.thresholds == expected
     assert plan.sweeps == {"g1_ngram": ("g1_ngram.k1", "g1_ngram.k3", "g1_ngram.k5")}
-    *ngrams, draft = plan.candidates
+    *ngrams, schedule, draft = plan.candidates
+    # The derived per-batch-size schedule runs after the lengths, on one server proposing up to 5.
+    assert (schedule.name, schedule.schedule_of, schedule.num_speculative_tokens) == (
+        "g1_ngram.schedule",
+        "g1_ngram",
+        5,
+    )
+    assert plan.traffic is not None and plan.traffic.cells([1, 2]) == {("repetition", 1): 0.5, ("repetition", 2): 0.5}
     for cand, length in zip(ngrams, (1, 3, 5), strict=True):
         assert isinstance(cand, Candidate)
         assert (cand.family, cand.num_speculative_tokens) == ("ngram", length)

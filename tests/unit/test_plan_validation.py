@@ -229,6 +229,14 @@ CASES: list[tuple[dict[str, Any], str]] = [
         "run.repeats: must be >= 1 (got 0) (fix: use 1 to 1000 repeats, e.g. repeats = 3)",
     ),
     (
+        {"run": {"launches": 0}},
+        "run.launches: must be >= 1 (got 0) (fix: use 1 to 20 server launches per group, e.g. launches = 2)",
+    ),
+    (
+        {"run": {"launches": 3, "max_launches": 2}},
+        "run.max_launches: max_launches 2 is below launches 3 (fix: set max_launches to at least 3, or remove it)",
+    ),
+    (
         {"run": {"warmup_requests": -1}},
         "run.warmup_requests: must be >= 0 (got -1) (fix: use 0 to 100000 warm-up requests, e.g. warmup_requests = 1)",
     ),

@@ -9,8 +9,9 @@ import time
 from pathlib import Path
 
 import pytest
+from tests.fakegpu import FakeGpu, fake_nvidia_smi
 
-from specselect.engines.vllm._probe_script import parse_spec_methods
+from specselect.engines.vllm._probe_script import parse_config_fields, parse_spec_methods
 from specselect.engines.vllm.envsetup import EngineEnv, engine_env_from_python, find_managed_vllm_env
 from specselect.engines.vllm.probe import HOST_RESERVE_MB, probe_cache_key, probe_vllm, query_devices
 from specselect.errors import EngineSetupError
@@ -26,6 +27,10 @@ SpeculativeMethod = Literal["ngram", "draft_model", "suffix", EagleModelTypes, N
 class SpeculativeConfig:
     method: SpeculativeMethod | None = None
     other: Literal["not", "a", "method"] = "not"
+    kv_cache_dtype: str | None = None
+    target_model_config: SkipValidation[ModelConfig] = None
+    _private: int = 0
+    num_speculative_tokens_per_batch_size: list[tuple[int, int, int]] | None = None
 """
 
 SCRATCH_PYTHON = Path("/tmp/scratch-vllm/bin/python")
@@ -84,6 +89,28 @@ def test_parse_without_the_class_falls_back_to_the_alias() -> None:
     assert parse_spec_methods("x = 1\n") == {"spec_methods": [], "mtp_methods": []}
 
 
+def test_the_speculative_config_fields_show_which_runtime_controllers_exist(tmp_path: Path) -> None:
+    caps = probe_vllm(fake_engine(tmp_path / "env"), cache_dir=tmp_path / "cache")
+    assert [c.name for c in caps.runtime_controllers] == ["batch_size_schedule"]
+    assert caps.controller("num_speculative_tokens_per_batch_size") is not None
+    older = FAKE_SPECULATIVE.replace("    num_speculative_tokens_per_batch_size", "    # gone")
+    assert (
+        probe_vllm(fake_engine(tmp_path / "old", speculative=older), cache_dir=tmp_path / "c2").runtime_controllers
+        == ()
+    )
+
+
+def test_config_fields_are_what_a_user_may_set() -> None:
+    # Fields vLLM fills itself (SkipValidation) and private ones are not options.
+    assert parse_config_fields(FAKE_SPECULATIVE) == {
+        "method": "SpeculativeMethod | None",
+        "other": "Literal['not', 'a', 'method']",
+        "kv_cache_dtype": "str | None",
+        "num_speculative_tokens_per_batch_size": "list[tuple[int, int, int]] | None",
+    }
+    assert parse_config_fields("class Other:\n    x: int = 1\n") == {}
+
+
 def test_probe_on_a_fake_installation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", str(tmp_path / "no-gpu-tools"))
     env = fake_engine(tmp_path / "env")
@@ -99,6 +126,13 @@ def test_probe_on_a_fake_installation(tmp_path: Path, monkeypatch: pytest.Monkey
     assert caps.devices[0].memory_mb - HOST_RESERVE_MB == caps.memory_budget_mb
     assert caps.from_cache is False
     assert caps.probed_in_s < 2.0
+    assert caps.speculative_config_keys == (
+        "method",
+        "other",
+        "kv_cache_dtype",
+        "num_speculative_tokens_per_batch_size",
+    )
+    assert caps.speculative_config_keys_source == "engine_source"
 
     cached = probe_vllm(env, cache_dir=tmp_path / "cache")
     assert cached.from_cache is True
@@ -120,18 +154,21 @@ def test_probe_cache_notices_a_changed_installation(tmp_path: Path) -> None:
 def test_probe_without_the_flag_or_installation(tmp_path: Path) -> None:
     env = fake_engine(tmp_path / "env", per_request_flag=False)
     assert probe_vllm(env, cache_dir=tmp_path / "c").per_request_spec_metrics_flag is False
+    # A vLLM whose config class the probe cannot find: the hand-kept list is used, and the answer says so.
+    moved = fake_engine(tmp_path / "moved", speculative='SpeculativeMethod = typing.Literal["ngram"]\n')
+    caps = probe_vllm(moved, cache_dir=tmp_path / "c3")
+    assert caps.speculative_config_keys_source == "fallback_list"
+    assert "prompt_lookup_max" in caps.speculative_config_keys
     broken = fake_engine(tmp_path / "broken", package=False)
     with pytest.raises(EngineSetupError, match="vllm is not installed"):
         probe_vllm(broken, cache_dir=tmp_path / "c2")
 
 
 def test_nvidia_smi_output_becomes_cuda_devices(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    tools = tmp_path / "bin"
-    tools.mkdir()
-    smi = tools / "nvidia-smi"
-    smi.write_text("#!/bin/sh\necho '0, NVIDIA A10G, 23028'\necho '1, NVIDIA A10G, 22000'\n")
-    smi.chmod(0o755)
-    monkeypatch.setenv("PATH", str(tools))
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # no NVML bindings: nvidia-smi is asked
+    gpus = [FakeGpu("GPU-aaaa", "NVIDIA A10G", 23028), FakeGpu("GPU-bbbb", "NVIDIA A10G", 22000)]
+    fake_nvidia_smi(tmp_path / "bin", gpus)
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     assert [d.memory_mb for d in query_devices()] == [23028, 22000]
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
@@ -141,8 +178,12 @@ def test_nvidia_smi_output_becomes_cuda_devices(tmp_path: Path, monkeypatch: pyt
     caps = probe_vllm(gpu_env, cache_dir=tmp_path / "c")
     assert caps.device_kind == "cuda"
     assert caps.memory_budget_mb == 22000
+    assert caps.device_source == "nvidia-smi"
+    # The plan's CUDA_VISIBLE_DEVICES (here by UUID prefix) picks the device the budget is taken from.
+    assert probe_vllm(gpu_env, cache_dir=tmp_path / "c", visible="GPU-aa").memory_budget_mb == 23028
     cpu_env = fake_engine(tmp_path / "cpu")
-    assert probe_vllm(cpu_env, cache_dir=tmp_path / "c").device_kind == "cpu"  # a CPU build ignores GPUs
+    cpu = probe_vllm(cpu_env, cache_dir=tmp_path / "c")
+    assert (cpu.device_kind, cpu.device_source) == ("cpu", "not_queried")  # a CPU build ignores GPUs
 
 
 def test_engine_env_from_python(tmp_path: Path) -> None:
@@ -184,4 +225,15 @@ def test_probe_on_real_vllm_installations(tmp_path: Path) -> None:
         assert caps.method_hardware.get("ngram_gpu") == "cuda"
         assert caps.per_request_spec_metrics_flag is True
         assert caps.device_kind == "cpu"
+        # vLLM 0.32 declares all three: the batch-size schedule, suffix's match length, DSpark's verification.
+        assert [c.name for c in caps.runtime_controllers] == [
+            "batch_size_schedule",
+            "suffix_match_length",
+            "adaptive_verification",
+        ]
+        assert caps.speculative_config_keys_source == "engine_source"
+        # vLLM 0.32 keys that specselect's first hand-kept list lacked: read from the engine, not typed in.
+        for key in ("kv_cache_dtype", "code_revision", "use_local_argmax_reduction", "prompt_lookup_max"):
+            assert key in caps.speculative_config_keys
+        assert "target_model_config" not in caps.speculative_config_keys
         json.dumps(caps.model_dump(mode="json"))

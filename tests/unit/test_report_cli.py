@@ -71,7 +71,7 @@ def test_other_schema_versions_are_refused_naming_the_file_and_the_fix(
     line = _error(capsys, str(layout.root))
     assert str(path) in line
     assert "schema_version 99 (written by specselect 9.0.0)" in line and "reads schema_version 1" in line
-    assert "fix: render it with specselect 9.0.0, or re-run the plan with this version" in line
+    assert "fix: read it with specselect 9.0.0, or re-run the plan with this version" in line
     assert not RunLayout(layout.root).report_html.exists()
 
 

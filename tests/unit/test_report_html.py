@@ -94,7 +94,7 @@ def test_page_is_well_formed_self_contained_and_starts_with_the_decision_table(t
     assert page.startswith("<!DOCTYPE html>") and f'content="{CSP}"' in page.replace("&#x27;", "'")
     assert "<script" not in page and not re.search(r"""(src|href)=["']?(https?:)?//""", page)
     sections = re.findall(r'<section id="([^"]+)"', page)
-    assert sections[:4] == ["decisions", "verdicts", "sweeps", "admission"]
+    assert sections[:6] == ["decisions", "verdicts", "segments", "sweeps", "certainty", "admission"]
     assert sections[-3:] == ["environment", "commands", "files"]
     assert page.find("<table") == page.find('<table id="decision-table"')
     assert page.count('<div class="tbl">') == page.count("<table") - page.count('<table class="facts">')

@@ -22,28 +22,20 @@ from test_report_sample_docs import (
     preflight_doc,
 )
 
-from specselect.artifacts.io import atomic_write_model, sha256_file
-from specselect.artifacts.layout import RunLayout, scenario_name
-from specselect.artifacts.results import (
-    EvidenceFile,
-    EvidencePolicy,
-    GroupResult,
-    LaunchRecord,
-    Manifest,
-    ManifestGroup,
-    ScenarioEvidence,
-    ScenarioRun,
-)
+from specselect.artifacts.layout import RunLayout
+from specselect.artifacts.results import EvidenceFile, GroupResult, LaunchRecord, Manifest, ManifestGroup, ScenarioRun
+from specselect.common.fileio import atomic_write_model, sha256_file
 from specselect.core.decision import SpeedupInterval, decide, summarize_verdict
-from specselect.core.evidence import SideMetrics, build_pair_evidence
+from specselect.core.pairing import SideMetrics, build_pair_evidence
 from specselect.core.status import RunStatus
-from specselect.engines.telemetry import SpecTelemetry
+from specselect.engines.acceptance import SpecTelemetry
 from specselect.evidence.parity import scenario_parity
+from specselect.evidence.pipeline import EvidencePolicy, ScenarioEvidence, scenario_name
 from specselect.evidence.prediction import SpeedupPrediction
 from specselect.evidence.stats import BootstrapPolicy
 from specselect.measure.memory import PeakMemory
 from specselect.measure.metrics import summarize
-from specselect.measure.types import CacheSaltPolicy, LoadShape, RequestRecord
+from specselect.measure.types import CacheSaltPolicy, LoadShape, RequestRecord, SamplingParams, ScenarioSpec
 
 ITEMS = ("copy-01", "copy-02", "copy-03")
 
@@ -96,18 +88,20 @@ def _scenario_run(layout: RunLayout, group: str, concurrency: int, speed: float,
     measured = [r for r in records if not r.warmup]
     summary = summarize(
         records,
-        scenario=scen,
+        ScenarioSpec(
+            scenario=scen,
+            concurrency=concurrency,
+            load=LoadShape(),
+            warmup=len(ITEMS),
+            repeats=2,
+            first_repeat=0,
+            seed=0,
+            cache_salt_policy=CacheSaltPolicy.FRESH_SERVER,
+            sampling=SamplingParams(max_tokens=32),
+        ),
         api="chat",
         started_at="2026-01-01T00:00:00+00:00",
         clock_origin_s=0.0,
-        concurrency=concurrency,
-        load=LoadShape(),
-        warmup=len(ITEMS),
-        repeats=2,
-        first_repeat=0,
-        seed=0,
-        sampling_key=SAMPLING_KEY,
-        cache_salt_policy=CacheSaltPolicy.FRESH_SERVER,
         phase_start_s=measured[0].send_time_s,
         phase_end_s=measured[-1].end_time_s,
     )

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from specselect.artifacts.layout import scenario_name
 from specselect.artifacts.results import (
     AdmissionFile,
     EvidenceFile,
@@ -14,10 +13,11 @@ from specselect.artifacts.results import (
     PreflightFile,
 )
 from specselect.assets.refs import ResolvedModel
-from specselect.core.admission import AdmissionInput, GateCheck, admit
+from specselect.common.hostfacts import HostInfo
 from specselect.core.decision import Thresholds
+from specselect.core.gates import AdmissionInput, GateCheck, admit
 from specselect.core.status import Decision
-from specselect.engines.hostinfo import HostInfo
+from specselect.evidence.pipeline import scenario_name
 from specselect.measure.types import SamplingParams
 from specselect.workloads.model import WorkloadIdentity
 

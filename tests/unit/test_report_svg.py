@@ -105,7 +105,7 @@ def test_canvas_has_title_legend_axis_labels_and_escapes_everything() -> None:
 
 def test_long_category_labels_are_rotated_and_shortened() -> None:
     long = ["a_very_long_candidate_name_that_goes_on_and_on_forever"] * 6
-    svg = Canvas(title="t", x_label="x", y_label="y", y_range=(0, 1), categories=long, width=400).render()
+    svg = Canvas(title="t", x_label="x", y_label="y", y_range=(0, 1), categories=long, size=(400, 360)).render()
     assert "rotate(-30)" in svg and "…" in svg
     assert long[0] in svg  # the full name stays in the tooltip
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from test_report_sample import Cand, build_run
 
-from specselect.core.admission import AdmissionResult
+from specselect.core.gates import AdmissionResult
 from specselect.core.status import RunStatus
 from specselect.report.console import DECISION_COLUMNS, REPORT_DECISION_COLUMNS, decision_rows, report_decision_rows
 from specselect.report.data import load_report_data

@@ -6,10 +6,11 @@ import time
 
 import pytest
 
+from specselect.engines.base import SanityResult, Session
 from specselect.errors import ServerCrashedError, ServerTimeoutError
-from specselect.measure.types import Endpoint, ErrorKind, RequestRecord
+from specselect.measure.types import ErrorKind, RequestRecord
 from specselect.runner import scenario as scenario_mod
-from specselect.runner.scenario import Serving, _check_alive_after, _check_some_succeeded
+from specselect.runner.scenario import _check_alive_after, _check_some_succeeded
 
 
 def _record(kind: ErrorKind | None) -> RequestRecord:
@@ -38,14 +39,17 @@ class _DyingServer:
             raise ServerCrashedError("server exited with code -9 while it was being measured")
 
 
-def _serving(check_alive: object) -> Serving:
-    return Serving(
-        endpoint=Endpoint(base_url="http://127.0.0.1:9", model="m"),
+def _serving(check_alive: object) -> Session:
+    return Session(
+        base_url="http://127.0.0.1:9",
+        model="m",
+        api_key_env=None,
         snapshot=lambda: None,  # type: ignore[arg-type,return-value]
-        spec_counters=lambda before, after: None,
+        spec_counters=lambda before, after: None,  # type: ignore[arg-type,return-value]
         check_alive=check_alive,  # type: ignore[arg-type]
         log_location="server.log",
         log_tail=lambda: None,
+        sanity=SanityResult(model_ids=("m",), api="chat", reply_text="hi", seconds=0.0),
     )
 
 

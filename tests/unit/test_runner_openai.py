@@ -13,16 +13,19 @@ from specselect.artifacts.layout import RunLayout
 from specselect.artifacts.results import GroupResult
 from specselect.artifacts.store import load_document, load_records
 from specselect.artifacts.verify import verify_run
-from specselect.engines.base import SanityResult
+from specselect.engines import create_engine
+from specselect.engines.acceptance import SpecDecodeCounters
+from specselect.engines.base import SanityResult, Session
 from specselect.engines.openai.engine import AttachedServer, OpenAIEndpointEngine
-from specselect.engines.openai.traffic import idle_window, judge_traffic
-from specselect.engines.telemetry import MetricSample, MetricsSnapshot, SpecDecodeCounters
-from specselect.measure.types import Endpoint, ErrorKind, RequestRecord
+from specselect.engines.openai.traffic import EndpointTrafficGuard, idle_window, judge_traffic
+from specselect.engines.prometheus import MetricSample, MetricsSnapshot
+from specselect.evidence.pipeline import InMemoryRecords
+from specselect.measure.types import ErrorKind, RequestRecord
 from specselect.plan import load_plan
 from specselect.runner.preflight import run_preflight
 from specselect.runner.progress import SilentProgress
 from specselect.runner.run import RunOptions, run_plan
-from specselect.runner.scenario import Serving, divergent_items, measure_scenario
+from specselect.runner.scenario import Measuring, divergent_items, measure_scenario
 from specselect.workloads.loader import load_workload
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests.stubs is test support, not in the package
@@ -50,17 +53,27 @@ def test_idle_windows_report_what_moved() -> None:
     )
 
 
-def _serving(stub: StubServer, scrapes: list[MetricsSnapshot], slept: list[float]) -> Serving:
+SANE = SanityResult(model_ids=("stub-model",), api="chat", reply_text="hi", seconds=0.0)
+
+
+def _serving(stub: StubServer, scrapes: list[MetricsSnapshot], slept: list[float]) -> Session:
     it = iter(scrapes)
-    return Serving(
-        endpoint=Endpoint(base_url=stub.base_url, model="stub-model"),
-        snapshot=lambda: next(it),
+
+    def snapshot() -> MetricsSnapshot:
+        return next(it)
+
+    return Session(
+        base_url=stub.base_url,
+        model="stub-model",
+        api_key_env=None,
+        snapshot=snapshot,
         spec_counters=lambda before, after: SpecDecodeCounters(model_name="stub-model", exported=False),
         check_alive=lambda: None,
         log_location=stub.base_url,
         log_tail=lambda: None,
+        sanity=SANE,
         declared_peak_memory_mb=900.0,
-        traffic_gap_s=1.5,
+        traffic=EndpointTrafficGuard(snapshot, exported=True, gap_s=1.5, sleep=slept.append),
         sleep=slept.append,
     )
 
@@ -117,13 +130,10 @@ def test_counters_moving_while_specselect_is_idle_mark_the_scenario(
         plan = load_plan_text(tmp_path, PLAN.replace("BASE", stub.base_url).replace("CAND", "http://127.0.0.1:1"))
         run = measure_scenario(
             _serving(stub, scrapes, slept),
-            plan=plan,
-            layout=RunLayout(tmp_path / "res"),
-            group="g0_target_only",
+            Measuring(plan, RunLayout(tmp_path / "res"), "g0_target_only", InMemoryRecords(), SilentProgress()),
             workload_name="general",
             workload=load_workload("builtin:general", name="general"),
             concurrency=1,
-            progress=SilentProgress(),
         )
     assert run.traffic is not None and run.traffic.status == status, run.traffic
     assert says in run.traffic.reason
@@ -138,13 +148,10 @@ def test_metrics_without_known_request_counters_are_not_a_clean_bill(tmp_path: P
         plan = load_plan_text(tmp_path, PLAN.replace("BASE", stub.base_url).replace("CAND", "http://127.0.0.1:1"))
         run = measure_scenario(
             _serving(stub, [unknown] * 6, []),
-            plan=plan,
-            layout=RunLayout(tmp_path / "res"),
-            group="g0_target_only",
+            Measuring(plan, RunLayout(tmp_path / "res"), "g0_target_only", InMemoryRecords(), SilentProgress()),
             workload_name="general",
             workload=load_workload("builtin:general", name="general"),
             concurrency=1,
-            progress=SilentProgress(),
         )
     assert run.traffic is not None and run.traffic.status == "not_checked"
     assert "no request counters" in run.traffic.reason
@@ -259,9 +266,12 @@ def test_divergent_items_compare_tokens_and_ignore_failures() -> None:
             error_kind=None if error is None else ErrorKind.HTTP_ERROR,
         )
 
-    reference = {("a", 0): [1, 2], ("a", 1): [1, 2], ("b", 0): [3], ("c", 0): [4]}
+    baseline = [rec("a", 0, [1, 2]), rec("a", 1, [1, 2]), rec("b", 0, [3]), rec("c", 0, [4])]
     records = [rec("a", 0, [1, 2]), rec("a", 1, [1, 9]), rec("b", 0, [3]), rec("c", 0, None, "boom"), rec("d", 0, [5])]
-    assert divergent_items(reference, records) == {"a"}
+    assert divergent_items(baseline, records) == {"a"}
+    # Without token ids on one side the texts are compared (all "x" here): no divergence.
+    no_ids = [rec("a", 0, None), rec("a", 1, None), rec("b", 0, None)]
+    assert divergent_items(no_ids, records) == set()
 
 
 def test_an_unset_key_variable_is_an_audit_error_and_nothing_is_probed(
@@ -271,8 +281,10 @@ def test_an_unset_key_variable_is_an_audit_error_and_nothing_is_probed(
     text = PLAN.replace("BASE", "http://127.0.0.1:9").replace("CAND", "http://127.0.0.1:10")
     text = text.replace('kind = "openai"', 'kind = "openai"\napi_key_env = "SPECSELECT_TEST_UNSET_KEY"')
     (tmp_path / "plan.toml").write_text(text)
+    loaded = load_plan(tmp_path / "plan.toml")
     pre = run_preflight(
-        load_plan(tmp_path / "plan.toml"),
+        loaded,
+        create_engine(loaded.plan.engine),
         home=tmp_path / "home",
         results_root=tmp_path / "res",
         label_existed=False,
@@ -282,4 +294,6 @@ def test_an_unset_key_variable_is_an_audit_error_and_nothing_is_probed(
     assert errors["api_key_env_unset"] == (
         "environment variable SPECSELECT_TEST_UNSET_KEY is not set: export it, or drop api_key_env"
     )
-    assert pre.endpoints["g1_ngram"].error == "not probed: environment variable SPECSELECT_TEST_UNSET_KEY is not set"
+    assert (
+        pre.setup.endpoints["g1_ngram"].error == "not probed: environment variable SPECSELECT_TEST_UNSET_KEY is not set"
+    )

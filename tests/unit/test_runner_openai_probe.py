@@ -13,11 +13,12 @@ from typing import Any, ClassVar
 import pytest
 
 from specselect.engines.base import LaunchSpec
+from specselect.engines.endpoints import EndpointProbe
 from specselect.engines.openai.engine import OpenAIEndpointEngine
 from specselect.engines.openai.facts import endpoint_admission_input
-from specselect.engines.openai.probe import EndpointProbe, probe_endpoint
+from specselect.engines.openai.probe import probe_endpoint
+from specselect.engines.prometheus import MetricSample, MetricsSnapshot
 from specselect.engines.registry import get_engine
-from specselect.engines.telemetry import MetricSample, MetricsSnapshot
 from specselect.errors import ConfigError
 
 # -- a tiny endpoint that answers /v1/models, /version and /metrics as configured --------------------------
@@ -147,7 +148,7 @@ def test_endpoint_admission_checks_only_what_it_can_see(
 def test_the_openai_kind_is_registered_and_never_launches() -> None:
     engine = get_engine("openai")()
     assert isinstance(engine, OpenAIEndpointEngine) and engine.kind == "openai"
-    assert engine.probe().launches_servers is False
+    assert engine.launches_servers is False
     spec = LaunchSpec(group="g", model_path=Path("/m"), served_model_name="m", log_path=Path("/l"), run_dir=Path("/r"))
     with pytest.raises(ConfigError, match="does not start servers"):
         engine.launch(spec)

@@ -37,6 +37,9 @@ concurrency = [1, 2]
 parity_pass = "auto"
 EARLY
 [thresholds]
+# The stubs' TTFT p95 over 16 requests is the slowest one or two: a busy host's scheduling jitter alone moved it
+# 1.5x (the sweep, not the TTFT check, is under test here).
+max_ttft_regression_ratio = 3.0
 slo_ttft_ms = 500.0
 slo_tpot_ms = 50.0
 [workloads]

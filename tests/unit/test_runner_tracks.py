@@ -4,17 +4,13 @@ its candidates was admitted."""
 from __future__ import annotations
 
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Any
 
 import pytest
 
-from specselect.artifacts.layout import RunLayout
-from specselect.artifacts.results import AdmissionFile
-from specselect.core.admission import AdmissionResult
+from specselect.admission import Admissions
+from specselect.core.gates import AdmissionResult
 from specselect.core.status import RunStatus
 from specselect.plan import load_plan
-from specselect.runner.admit import Admissions
 from specselect.runner.jobs import NO_RUNNABLE_ON_TRACK, build_job
 
 PLAN = """
@@ -54,10 +50,8 @@ def test_jobs_carry_their_track_and_an_idle_track_baseline_is_skipped(
     (tmp_path / "plan.toml").write_text(PLAN + f'\n[run]\nparity_pass = "{parity_pass}"\n')
     loaded = load_plan(tmp_path / "plan.toml")
     results = (_result("g1_ngram", "ngram", RunStatus.ASSET_MISSING), _result("g2_draft", "draft_model", status))
-    adm = Admissions(document=AdmissionFile(results=results, inputs={}), gathered={})
-    pre: Any = SimpleNamespace(endpoints={})
-    layout = RunLayout(tmp_path / "res")
-    jobs = {g.name: build_job(loaded, layout, g, pre=pre, adm=adm) for g in loaded.plan.groups}
+    adm = Admissions(results=results, gathered={})
+    jobs = {g.name: build_job(loaded, g, adm=adm) for g in loaded.plan.groups}
     assert list(jobs) == ["g0_target_only", "g1_ngram", "g0_target_only@Other-Model", "g2_draft"]
     track = "g0_target_only@Other-Model"
     assert {n: j.track for n, j in jobs.items()} == {

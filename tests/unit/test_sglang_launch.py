@@ -11,17 +11,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "data"))  # the fake SGLang installer is test support
 import sglang_fake_install as FAKE
 
-from specselect.engines.base import Engine, LaunchSpec
-from specselect.engines.localnet import local_request
+from specselect.engines.base import Engine, LaunchSpec, Proposal
+from specselect.engines.capabilities import SglangCapabilities
+from specselect.engines.http import local_request
 from specselect.engines.registry import get_engine, known_engine_kinds
 from specselect.engines.sglang.engine import SglangEngine
 from specselect.engines.sglang.launch import SGLANG_SERVER_MODULE, build_sglang_argv, speculative_argv
-from specselect.engines.sglang.probe import LAUNCH_FLAGS, SglangCapabilities
+from specselect.engines.sglang.probe import LAUNCH_FLAGS
 from specselect.engines.sglang.serverinfo import ServerInfoSnapshot
 from specselect.engines.sglang.specargs import build_sglang_speculative_args
 from specselect.errors import ConfigError, ProtocolError
@@ -65,7 +67,7 @@ def spec(tmp_path: Path, **kw: Any) -> LaunchSpec:
 def candidate(
     tmp_path: Path, family: str, method: str | None, k: int | None, proposer: str | None, **kw: Any
 ) -> list[str]:
-    config = build_sglang_speculative_args(family, method, k, proposer, kw, target_path="/models/llama")
+    config = build_sglang_speculative_args(Proposal(family, method, k, proposer, kw), target_path="/models/llama")
     return build_sglang_argv(spec(tmp_path, speculative_config=config), 30001, python=PY)
 
 
@@ -195,7 +197,7 @@ def test_exact_argv_per_algorithm(tmp_path: Path, case: tuple[Any, ...]) -> None
     assert candidate(tmp_path, family, method, k, proposer, **options) == HEAD + BASE + tail
 
 
-def test_parallel_sizes_radix_cache_api_key_and_user_args(tmp_path: Path) -> None:
+def test_parallel_sizes_radix_cache_key_file_and_user_args(tmp_path: Path) -> None:
     launch = spec(
         tmp_path,
         tensor_parallel_size=4,
@@ -205,7 +207,8 @@ def test_parallel_sizes_radix_cache_api_key_and_user_args(tmp_path: Path) -> Non
         max_model_len=None,
         engine_args=("--mem-fraction-static", "0.8", "--trust-remote-code"),
     )
-    argv = build_sglang_argv(launch, 30001, command=["sglang-wrapper", "serve"], api_key="sk-test-123")
+    key_file = tmp_path / "key.yaml"
+    argv = build_sglang_argv(launch, 30001, command=["sglang-wrapper", "serve"], secrets_file=key_file)
     assert argv == [
         "sglang-wrapper",
         "serve",
@@ -218,8 +221,8 @@ def test_parallel_sizes_radix_cache_api_key_and_user_args(tmp_path: Path) -> Non
         "2",
         "--enable-metrics",
         "--disable-radix-cache",
-        "--api-key",
-        "sk-test-123",
+        "--config",
+        str(key_file),
         "--mem-fraction-static",
         "0.8",
         "--trust-remote-code",
@@ -289,9 +292,9 @@ def _caps(**launch_flags: bool) -> SglangCapabilities:
 def test_probed_capabilities_check_arguments_before_launch(tmp_path: Path) -> None:
     engine = SglangEngine(PY, caps=_caps(pp_size=False, enable_metrics=False))
     with pytest.raises(ConfigError, match="does not accept --speculative-algorithm NGRAM"):
-        engine.speculative_config("ngram", None, 4, None)
+        engine.speculative_config(Proposal("ngram", None, 4, None))
     with pytest.raises(ConfigError, match="no --speculative-eagle-topk"):
-        engine.speculative_config("eagle", None, 4, "/d", {"eagle_topk": 2, "num_steps": 2})
+        engine.speculative_config(Proposal("eagle", None, 4, "/d", {"eagle_topk": 2, "num_steps": 2}))
     with pytest.raises(ConfigError, match="does not declare --pp-size"):
         engine.launch(spec(tmp_path, pipeline_parallel_size=2))
     assert "--enable-metrics" not in engine.argv(spec(tmp_path), 1)
@@ -326,7 +329,7 @@ def _chat(base_url: str, model: str, headers: dict[str, str] | None = None) -> N
 
 def test_launch_sanity_snapshot_and_acceptance(tmp_path: Path) -> None:
     engine, env = engine_for(tmp_path)
-    config = engine.speculative_config("eagle", "eagle3", 4, "/models/eagle3")
+    config = engine.speculative_config(Proposal("eagle", "eagle3", 4, "/models/eagle3"))
     launch = spec(tmp_path, model_path=Path("/models/llama"), speculative_config=config, env=env)
     proc = engine.launch(launch)
     with proc as server:
@@ -350,10 +353,22 @@ def test_launch_sanity_snapshot_and_acceptance(tmp_path: Path) -> None:
     assert proc.release_check is not None and proc.release_check.port_free and proc.release_check.processes_gone
 
 
+def _server_tree(pid: int) -> list[psutil.Process]:
+    root = psutil.Process(pid)
+    return [root, *root.children(recursive=True)]
+
+
+def test_an_sglang_without_config_files_refuses_a_key_rather_than_showing_it(tmp_path: Path) -> None:
+    old = _caps().model_copy(update={"launch_flags": {**_caps().launch_flags, "--config": False}})
+    engine = SglangEngine(sys.executable, caps=old)
+    with pytest.raises(ConfigError, match="only from its command line"):
+        engine.launch(spec(tmp_path, api_key_env="HOME"))
+
+
 def test_old_endpoint_counts_and_api_key_scrubbed_from_the_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SGLANG_TEST_AUTH", "sk-sglang-secret-42")
     engine, env = engine_for(tmp_path)
-    config = engine.speculative_config("mtp", None, 4, None, target_path="/models/llama")
+    config = engine.speculative_config(Proposal("mtp", None, 4, None), target_path="/models/llama")
     launch = spec(
         tmp_path,
         speculative_config=config,
@@ -363,7 +378,13 @@ def test_old_endpoint_counts_and_api_key_scrubbed_from_the_log(tmp_path: Path, m
     )
     proc = engine.launch(launch)
     with proc as server:
-        assert "sk-sglang-secret-42" not in " ".join(server.command) and "***" in server.command
+        # The key reaches SGLang in a file only its owner can read, never on the command line (`ps`).
+        command = list(server.command)
+        assert "sk-sglang-secret-42" not in " ".join(command) and "--api-key" not in command
+        key_file = Path(command[command.index("--config") + 1])
+        assert oct(key_file.stat().st_mode & 0o777) == "0o600"
+        assert "sk-sglang-secret-42" in key_file.read_text()
+        assert all("sk-sglang-secret-42" not in " ".join(p.cmdline()) for p in _server_tree(server.pid))
         assert engine.sanity(server).model_ids == ("llama",)
         before = engine.snapshot(server)
         for _ in range(3):
@@ -375,6 +396,7 @@ def test_old_endpoint_counts_and_api_key_scrubbed_from_the_log(tmp_path: Path, m
         assert "sk-sglang-secret-42" not in proc.log_tail()
     log = launch.log_path.read_text()
     assert "server_args=ServerArgs(" in log and "sk-sglang-secret-42" not in log
+    assert not key_file.exists()  # removed with the server
 
 
 def test_missing_api_key_and_missing_server_info(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

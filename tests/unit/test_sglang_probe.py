@@ -18,11 +18,12 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent / "data"))  # the fake SGLang installer is test support
 import sglang_fake_install as FAKE
 
+from specselect.engines.capabilities import DeviceInfo
+from specselect.engines.devices import DeviceScan
 from specselect.engines.sglang import _probe_script as script
 from specselect.engines.sglang import probe as probe_module
 from specselect.engines.sglang.engine import SglangEngine
 from specselect.engines.sglang.probe import LAUNCH_FLAGS, probe_sglang, sglang_probe_cache_key
-from specselect.engines.vllm.probe import DeviceInfo
 from specselect.errors import ConfigError, EngineSetupError
 
 DATA = Path(__file__).parent / "data"
@@ -37,7 +38,7 @@ EXPECTED = {
 
 @pytest.fixture(autouse=True)
 def no_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(probe_module, "query_devices", lambda: ())
+    monkeypatch.setattr(probe_module, "scan_devices", lambda: DeviceScan((), "none", "no GPU in this test"))
 
 
 @pytest.mark.parametrize("style", FAKE.STYLES)
@@ -52,6 +53,7 @@ def test_probe_reads_each_layout_without_importing_sglang(tmp_path: Path, style:
     flags = set(found["flags"])  # type: ignore[arg-type]
     assert {"--model-path", "--model", "--tp-size", "--speculative-algorithm", "--speculative-num-steps"} <= flags
     assert ("--pp-size" in flags) is (style != "v0.4-argparse")
+    assert ("--config" in flags) is (style != "v0.4-argparse")  # YAML config files (where the API key goes)
     endpoints = found["server_endpoints"]
     assert ("/server_info" in endpoints) is (style != "v0.4-argparse")  # type: ignore[operator]
 
@@ -112,11 +114,16 @@ def test_capabilities_from_a_subprocess_probe(tmp_path: Path) -> None:
 
 def test_gpu_budget(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     gpus = (DeviceInfo(index=0, name="H100", memory_mb=81559), DeviceInfo(index=1, name="H100", memory_mb=81000))
-    monkeypatch.setattr(probe_module, "query_devices", lambda: gpus)
+    monkeypatch.setattr(probe_module, "scan_devices", lambda: DeviceScan(gpus, "nvml"))
     FAKE.install(tmp_path / "site", "annotated-split")
     caps = probe_sglang(Path(sys.executable), cache_dir=tmp_path / "cache", env={"PYTHONPATH": str(tmp_path / "site")})
     assert caps.device_kind == "cuda" and caps.memory_budget_mb == 81000 and len(caps.devices) == 2
     assert "dflash" in caps.spec_methods and caps.launch_flags["--pp-size"]
+    # The engine's CUDA_VISIBLE_DEVICES decides which of them the budget is taken from.
+    one = probe_sglang(
+        Path(sys.executable), cache_dir=tmp_path / "c2", env={"PYTHONPATH": str(tmp_path / "site")}, visible="0"
+    )
+    assert one.memory_budget_mb == 81559 and one.cuda_visible_devices == "0" and len(one.host_devices) == 2
 
 
 def test_probe_of_a_venv_is_cached_until_sglang_changes(tmp_path: Path) -> None:

@@ -11,19 +11,23 @@ from typing import Any
 
 import pytest
 
-from specselect.admission.gather import EngineSettings, capacity_check
-from specselect.assets.memory import GPU_RUNTIME_OVERHEAD_MB, estimate_memory, sglang_default_mem_fraction
+from specselect.admission import capacity_check
+from specselect.assets.memory import GPU_RUNTIME_OVERHEAD_MB, MemoryTerms, estimate_memory, sglang_default_mem_fraction
 from specselect.assets.refs import ResolvedModel
-from specselect.core.admission import AdmissionInput, GateCheck, admit
+from specselect.core.gates import AdmissionInput, GateCheck, admit
+from specselect.core.gates import GateCheck as Check
 from specselect.core.status import RunStatus
-from specselect.engines.base import LaunchSpec
+from specselect.engines.base import EngineSetup, GroupContext, LaunchSpec, Proposal
+from specselect.engines.capabilities import DeviceInfo, EngineCapabilities, SglangCapabilities, VllmCapabilities
+from specselect.engines.settings import memory_flags
+from specselect.engines.sglang.engine import SglangEngine
 from specselect.engines.sglang.launch import build_sglang_argv
-from specselect.engines.sglang.probe import SglangCapabilities
 from specselect.engines.sglang.specargs import build_sglang_speculative_args
+from specselect.engines.vllm.engine import VllmEngine
 from specselect.engines.vllm.launch import build_vllm_argv
-from specselect.engines.vllm.probe import DeviceInfo, EngineCapabilities
 from specselect.engines.vllm.specconfig import build_speculative_config
 from specselect.errors import ConfigError
+from specselect.plan import Candidate, EngineConfig, TargetConfig
 
 PY = "/envs/engine/bin/python"
 GPU_MB = 81_920
@@ -87,6 +91,26 @@ def sglang_caps(gpus: int) -> SglangCapabilities:
     )
 
 
+def gate(
+    model: ResolvedModel,
+    caps: EngineCapabilities,
+    candidate: Candidate | None = None,
+    *,
+    env: dict[str, str] | None = None,
+    **engine: Any,
+) -> Check:
+    """The capacity gate for `candidate` (default: an n-gram candidate) under the engine of `caps`' kind."""
+    ctx = GroupContext(
+        candidate=candidate or Candidate(name="c1", family="ngram", num_speculative_tokens=4),
+        engine=EngineConfig(kind=caps.kind, python=PY, env=env or {}, **engine),
+        target_config=TargetConfig(model="org/target"),
+        target=model,
+        setup=EngineSetup(kind=caps.kind, caps=caps, python=Path(PY)),
+    )
+    launcher = SglangEngine(python=PY) if caps.kind == "sglang" else VllmEngine(python=PY)
+    return capacity_check(model, None, launcher.capacity_terms(ctx, None))
+
+
 def test_parallel_sizes_reach_both_engines(tmp_path: Path) -> None:
     launch = spec(tmp_path, tensor_parallel_size=2, pipeline_parallel_size=2, data_parallel_size=2)
     vllm = build_vllm_argv(launch, 8000, python=PY)
@@ -105,77 +129,79 @@ def test_executor_backend_is_vllm_only(tmp_path: Path) -> None:
 
 
 def test_draft_tensor_parallel_size(tmp_path: Path) -> None:
-    config = build_speculative_config("draft_model", None, 4, "/models/draft", {"draft_tensor_parallel_size": 1})
+    config = build_speculative_config(
+        Proposal("draft_model", None, 4, "/models/draft", {"draft_tensor_parallel_size": 1})
+    )
     vllm = build_vllm_argv(spec(tmp_path, tensor_parallel_size=2, speculative_config=config), 8000, python=PY)
     assert json.loads(value(vllm, "--speculative-config") or "{}")["draft_tensor_parallel_size"] == 1
     # SGLang drafts at the target's TP: the same size is accepted (and implied), another one refused.
     same = build_sglang_speculative_args(
-        "draft_model", None, 4, "/models/draft", {"draft_tensor_parallel_size": 2}, tensor_parallel_size=2
+        Proposal("draft_model", None, 4, "/models/draft", {"draft_tensor_parallel_size": 2}), tensor_parallel_size=2
     )
     assert "draft_tensor_parallel_size" not in json.dumps(same)
     with pytest.raises(ConfigError, match="target's tensor parallel size"):
         build_sglang_speculative_args(
-            "draft_model", None, 4, "/models/draft", {"draft_tensor_parallel_size": 1}, tensor_parallel_size=2
+            Proposal("draft_model", None, 4, "/models/draft", {"draft_tensor_parallel_size": 1}), tensor_parallel_size=2
         )
 
 
 def test_memory_gate_splits_weights_over_tensor_and_pipeline_ranks() -> None:
-    one = estimate_memory(target(), None, device_kind="cuda", budget_mb=GPU_MB)
+    one = estimate_memory(target(), None, MemoryTerms(device_kind="cuda", budget_mb=GPU_MB))
     four = estimate_memory(
-        target(), None, device_kind="cuda", budget_mb=GPU_MB, tensor_parallel_size=2, pipeline_parallel_size=2
+        target(),
+        None,
+        MemoryTerms(device_kind="cuda", budget_mb=GPU_MB, tensor_parallel_size=2, pipeline_parallel_size=2),
     )
     assert four.parallel_devices == 4
     weights = one.target_weights_mb or 0.0
     # Each device holds a quarter of the weights; vLLM gives what is freed to the KV cache.
     assert four.kv_cache_mb == pytest.approx(one.kv_cache_mb + weights * 3 / 4, abs=0.2)
-    cpu = estimate_memory(target(135_000_000), None, device_kind="cpu", budget_mb=20_000, tensor_parallel_size=2)
+    cpu = estimate_memory(
+        target(135_000_000), None, MemoryTerms(device_kind="cpu", budget_mb=20_000, tensor_parallel_size=2)
+    )
     assert cpu.parallel_devices == 2 and cpu.runtime_overhead_mb == 2 * 2800
 
 
 def test_capacity_gate_reads_sglang_capabilities() -> None:
-    check = capacity_check(target(), None, sglang_caps(2), EngineSettings(kind="sglang", tensor_parallel_size=2))
+    check = gate(target(), sglang_caps(2), tensor_parallel_size=2)
     assert check.passed and check.facts["parallel_devices"] == 2
-    too_big = capacity_check(target(70_000_000_000), None, sglang_caps(1), EngineSettings(kind="sglang"))
+    too_big = gate(target(70_000_000_000), sglang_caps(1))
     assert too_big.reason == "memory_over_budget"
 
 
 def test_data_parallel_replicas_count_in_the_memory_gate() -> None:
     kwargs: dict[str, Any] = {"device_kind": "cpu", "budget_mb": 40_000}
-    one = estimate_memory(target(135_000_000), None, **kwargs)
-    two = estimate_memory(target(135_000_000), None, data_parallel_size=2, **kwargs)
+    one = estimate_memory(target(135_000_000), None, MemoryTerms(**kwargs))
+    two = estimate_memory(target(135_000_000), None, MemoryTerms(data_parallel_size=2, **kwargs))
     # On CPU every replica is a full copy in the same host memory.
     assert two.estimated_memory_mb == pytest.approx(2 * (one.estimated_memory_mb or 0.0))
     assert (two.data_parallel_size, two.devices_needed, two.runtime_overhead_mb) == (2, 2, 2 * 2800)
     # On CUDA each replica has its own devices: per-device memory is unchanged, the device count grows.
     gpu: dict[str, Any] = {"device_kind": "cuda", "budget_mb": GPU_MB, "tensor_parallel_size": 2}
-    single = estimate_memory(target(), None, **gpu)
-    replicated = estimate_memory(target(), None, data_parallel_size=2, pipeline_parallel_size=2, **gpu)
+    single = estimate_memory(target(), None, MemoryTerms(**gpu))
+    replicated = estimate_memory(target(), None, MemoryTerms(data_parallel_size=2, pipeline_parallel_size=2, **gpu))
     assert replicated.estimated_memory_mb == pytest.approx(
-        estimate_memory(target(), None, pipeline_parallel_size=2, **gpu).estimated_memory_mb
+        estimate_memory(target(), None, MemoryTerms(pipeline_parallel_size=2, **gpu)).estimated_memory_mb
     )
     assert (single.devices_needed, replicated.parallel_devices, replicated.devices_needed) == (2, 4, 8)
 
 
 def test_cpu_host_budget_blocks_replicas() -> None:
-    settings = EngineSettings(kind="vllm", env={"VLLM_CPU_KVCACHE_SPACE": "4"})
     caps = sglang_caps(0).model_copy(update={"device_kind": "cpu", "memory_budget_mb": 12_000})
-    one = capacity_check(target(135_000_000), None, caps, settings.model_copy(update={"kind": "sglang"}))
+    one = gate(target(135_000_000), caps)
     assert one.passed and "devices_available" not in one.facts
-    two = capacity_check(
-        target(135_000_000), None, caps, settings.model_copy(update={"kind": "sglang", "data_parallel_size": 2})
-    )
+    two = gate(target(135_000_000), caps, data_parallel_size=2)
     assert two.reason == "memory_over_budget" and two.facts["data_parallel_size"] == 2
 
 
 def test_more_ranks_than_gpus_is_capacity_blocked() -> None:
-    check = capacity_check(target(), None, sglang_caps(1), EngineSettings(kind="sglang", tensor_parallel_size=2))
+    check = gate(target(), sglang_caps(1), tensor_parallel_size=2)
     assert check.reason == "too_few_devices"
     assert (check.facts["devices_needed"], check.facts["devices_available"]) == (2, 1)
     # Data parallel replicas need their own GPUs too: 2 x 1 x 2 = 4 devices.
-    settings = EngineSettings(kind="sglang", tensor_parallel_size=2, data_parallel_size=2)
-    short = capacity_check(target(), None, sglang_caps(3), settings)
+    short = gate(target(), sglang_caps(3), tensor_parallel_size=2, data_parallel_size=2)
     assert (short.reason, short.facts["devices_needed"], short.facts["devices_available"]) == ("too_few_devices", 4, 3)
-    assert capacity_check(target(), None, sglang_caps(4), settings).passed
+    assert gate(target(), sglang_caps(4), tensor_parallel_size=2, data_parallel_size=2).passed
     admitted = admit("c1", "ngram", _only_capacity(short))
     assert (admitted.run_status, admitted.gate, admitted.reason) == (
         RunStatus.CAPACITY_BLOCKED,
@@ -190,23 +216,16 @@ def _only_capacity(check: GateCheck) -> AdmissionInput:
 
 
 def test_sglang_static_memory_fraction_is_the_utilisation() -> None:
-    settings = EngineSettings.from_engine_args(("--mem-fraction-static", "0.7"), kind="sglang")
-    assert settings.gpu_memory_utilization == 0.7
-    assert (
-        EngineSettings.from_engine_args(("--mem-fraction-static=0.65",), kind="sglang").gpu_memory_utilization == 0.65
-    )
+    assert memory_flags(("--mem-fraction-static", "0.7"), "--mem-fraction-static") == (0.7, None)
+    assert memory_flags(("--mem-fraction-static=0.65",), "--mem-fraction-static") == (0.65, None)
     # vLLM's flag means nothing to SGLang (and SGLang's nothing to vLLM).
-    assert (
-        EngineSettings.from_engine_args(("--gpu-memory-utilization", "0.5"), kind="sglang").gpu_memory_utilization
-        is None
-    )
-    assert EngineSettings.from_engine_args(("--mem-fraction-static", "0.5")).gpu_memory_utilization is None
-    check = capacity_check(target(), None, sglang_caps(1), settings)
+    assert gate(target(), sglang_caps(1), args=("--gpu-memory-utilization", "0.5")).facts["memory_utilization"] == 0.836
+    check = gate(target(), sglang_caps(1), args=("--mem-fraction-static", "0.7"))
     assert check.facts["memory_utilization"] == 0.7
     assert check.facts["memory_utilization_source"] == "engine_args"
     assert check.facts["budget_mb"] == pytest.approx(0.7 * GPU_MB, abs=0.1)
     with pytest.raises(ConfigError, match="--mem-fraction-static"):
-        EngineSettings.from_engine_args(("--mem-fraction-static", "1.5"), kind="sglang")
+        memory_flags(("--mem-fraction-static", "1.5"), "--mem-fraction-static")
 
 
 @pytest.mark.parametrize(
@@ -228,15 +247,13 @@ def test_sglang_default_memory_fraction(gpu_mb: int, tp: int, algorithm: str | N
 
 
 def test_sglang_default_fraction_reaches_the_gate() -> None:
-    baseline = capacity_check(target(), None, sglang_caps(1), EngineSettings(kind="sglang"))
-    eagle = capacity_check(
-        target(), None, sglang_caps(1), EngineSettings(kind="sglang"), speculative_algorithm="EAGLE3"
-    )
+    baseline = gate(target(), sglang_caps(1), Candidate(name="g0_target_only"))
+    eagle = gate(target(), sglang_caps(1), Candidate(name="e3", family="eagle", method="eagle3", proposer="/m/e3"))
     assert baseline.facts["memory_utilization_source"] == "sglang_default"
     assert (baseline.facts["memory_utilization"], eagle.facts["memory_utilization"]) == (0.836, 0.811)
     # SGLang's fraction already leaves activations and CUDA graphs outside: no extra runtime overhead.
     assert baseline.facts["runtime_overhead_mb"] == 0
-    vllm_caps = EngineCapabilities(
+    vllm_caps = VllmCapabilities(
         **sglang_caps(1).model_dump(include={"engine_version", "python", "device_kind", "devices", "versions"}),
         memory_budget_mb=GPU_MB,
         memory_budget_basis="test",
@@ -246,7 +263,7 @@ def test_sglang_default_fraction_reaches_the_gate() -> None:
         optional_modules={},
         probed_in_s=0.0,
     )
-    vllm = capacity_check(target(), None, vllm_caps, EngineSettings())
+    vllm = gate(target(), vllm_caps)
     assert (vllm.facts["memory_utilization_source"], vllm.facts["memory_utilization"]) == ("vllm_default", 0.92)
     assert vllm.facts["runtime_overhead_mb"] == GPU_RUNTIME_OVERHEAD_MB
 
@@ -254,8 +271,8 @@ def test_sglang_default_fraction_reaches_the_gate() -> None:
 def test_proposer_weights_split_over_draft_tensor_parallel_size() -> None:
     draft = target(1_000_000_000)
     gpu: dict[str, Any] = {"device_kind": "cuda", "budget_mb": GPU_MB, "tensor_parallel_size": 2}
-    default = estimate_memory(target(), draft, **gpu)
-    whole = estimate_memory(target(), draft, draft_tensor_parallel_size=1, **gpu)
+    default = estimate_memory(target(), draft, MemoryTerms(**gpu))
+    whole = estimate_memory(target(), draft, MemoryTerms(draft_tensor_parallel_size=1, **gpu))
     assert default.draft_tensor_parallel_size == 2 and whole.draft_tensor_parallel_size == 1
     proposer_mb = draft.num_params * 2 / 2**20 if draft.num_params else 0.0
     # Each device holds half of the target; the proposer is whole on each device at draft TP 1.
@@ -264,13 +281,13 @@ def test_proposer_weights_split_over_draft_tensor_parallel_size() -> None:
     )
     assert default.kv_cache_mb - whole.kv_cache_mb == pytest.approx(proposer_mb / 2, abs=0.2)
     # Pipeline stages do not split the proposer (vLLM loads it on the last stage at draft TP).
-    staged = estimate_memory(target(), draft, pipeline_parallel_size=2, **gpu)
-    alone = estimate_memory(target(), None, pipeline_parallel_size=2, **gpu)
+    staged = estimate_memory(target(), draft, MemoryTerms(pipeline_parallel_size=2, **gpu))
+    alone = estimate_memory(target(), None, MemoryTerms(pipeline_parallel_size=2, **gpu))
     assert alone.kv_cache_mb - staged.kv_cache_mb == pytest.approx(proposer_mb / 2, abs=0.2)
     # On CPU the last stage's tensor ranks each hold 1/draft_tp of it, all in one host memory.
     cpu: dict[str, Any] = {"device_kind": "cpu", "budget_mb": 40_000, "tensor_parallel_size": 2}
-    cpu_split = estimate_memory(target(135_000_000), draft, **cpu)
-    cpu_whole = estimate_memory(target(135_000_000), draft, draft_tensor_parallel_size=1, **cpu)
+    cpu_split = estimate_memory(target(135_000_000), draft, MemoryTerms(**cpu))
+    cpu_whole = estimate_memory(target(135_000_000), draft, MemoryTerms(draft_tensor_parallel_size=1, **cpu))
     assert (cpu_whole.estimated_memory_mb or 0.0) - (cpu_split.estimated_memory_mb or 0.0) == pytest.approx(
         proposer_mb, abs=0.2
     )
@@ -279,12 +296,12 @@ def test_proposer_weights_split_over_draft_tensor_parallel_size() -> None:
 def test_vllm_refuses_a_draft_tensor_parallel_size_it_cannot_run() -> None:
     for size in (1, 2):
         config = build_speculative_config(
-            "draft_model", None, 4, "/d", {"draft_tensor_parallel_size": size}, tensor_parallel_size=2
+            Proposal("draft_model", None, 4, "/d", {"draft_tensor_parallel_size": size}), tensor_parallel_size=2
         )
         assert config["draft_tensor_parallel_size"] == size
     with pytest.raises(ConfigError, match="must be 1 or the target's tensor_parallel_size") as info:
         build_speculative_config(
-            "eagle", None, 4, "/d", {"draft_tensor_parallel_size": 2}, tensor_parallel_size=4, location="c.e"
+            Proposal("eagle", None, 4, "/d", {"draft_tensor_parallel_size": 2}), tensor_parallel_size=4, location="c.e"
         )
     assert info.value.location == "c.e.options.draft_tensor_parallel_size"
     assert "set it to 1 or 4" in (info.value.fix or "")

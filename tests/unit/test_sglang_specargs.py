@@ -6,17 +6,17 @@ from typing import Any
 
 import pytest
 
-from specselect.core.admission import AdmissionInput, GateCheck, admit
+from specselect.core.gates import AdmissionInput, GateCheck, admit
 from specselect.core.status import RunStatus
+from specselect.engines.base import Proposal
+from specselect.engines.capabilities import DeviceInfo, SglangCapabilities
 from specselect.engines.sglang.gate import backend_gate
-from specselect.engines.sglang.probe import SglangCapabilities
 from specselect.engines.sglang.specargs import (
     build_sglang_speculative_args,
     sglang_algorithm,
     sglang_flag,
     supported_methods,
 )
-from specselect.engines.vllm.probe import DeviceInfo
 from specselect.errors import ConfigError
 
 DRAFT = "/models/draft"
@@ -174,18 +174,14 @@ def test_supported_methods_follow_the_probed_algorithms() -> None:
 )
 def test_exact_arguments_per_algorithm(case: tuple[Any, ...]) -> None:
     family, method, k, proposer, options, expected = case
-    got = build_sglang_speculative_args(family, method, k, proposer, options, target_path=TARGET)
+    got = build_sglang_speculative_args(Proposal(family, method, k, proposer, options), target_path=TARGET)
     assert got == expected
     assert list(got) == list(expected)  # the recorded object keeps a fixed key order
 
 
 def test_options_consumed_before_launch_or_matching_the_engine() -> None:
     got = build_sglang_speculative_args(
-        "eagle",
-        None,
-        2,
-        DRAFT,
-        {"revision": "abc123", "draft_tensor_parallel_size": 2},
+        Proposal("eagle", None, 2, DRAFT, {"revision": "abc123", "draft_tensor_parallel_size": 2}),
         tensor_parallel_size=2,
     )
     assert "speculative_draft_model_revision" not in got and "draft_tensor_parallel_size" not in str(got)
@@ -220,7 +216,7 @@ def test_bad_arguments_name_the_field_and_fix(case: tuple[Any, ...]) -> None:
     family, method, k, proposer, options, match = case
     with pytest.raises(ConfigError, match=match) as err:
         build_sglang_speculative_args(
-            family, method, k, proposer, options, tensor_parallel_size=2, location="plan.toml: candidates.c1"
+            Proposal(family, method, k, proposer, options), tensor_parallel_size=2, location="plan.toml: candidates.c1"
         )
     assert err.value.location is not None and err.value.location.startswith("plan.toml: candidates.c1")
     assert err.value.fix
@@ -228,16 +224,20 @@ def test_bad_arguments_name_the_field_and_fix(case: tuple[Any, ...]) -> None:
 
 def test_the_probed_version_decides_algorithms_and_options() -> None:
     with pytest.raises(ConfigError, match="does not accept --speculative-algorithm DFLASH"):
-        build_sglang_speculative_args("dflash", None, 4, DRAFT, accepted_algorithms=("EAGLE", "EAGLE3", "NEXTN"))
+        build_sglang_speculative_args(
+            Proposal("dflash", None, 4, DRAFT), accepted_algorithms=("EAGLE", "EAGLE3", "NEXTN")
+        )
     flags = ("--speculative-algorithm", "--speculative-num-draft-tokens", "--speculative-ngram-max-trie-depth")
     # A flag the installed version declares is accepted even when specselect does not know it ...
     got = build_sglang_speculative_args(
-        "ngram", None, 4, None, {"ngram_max_trie_depth": 12}, accepted_algorithms=("NGRAM",), accepted_flags=flags
+        Proposal("ngram", None, 4, None, {"ngram_max_trie_depth": 12}),
+        accepted_algorithms=("NGRAM",),
+        accepted_flags=flags,
     )
     assert got["speculative_ngram_max_trie_depth"] == 12
     # ... and one it does not declare is refused, naming the missing flag.
     with pytest.raises(ConfigError, match="no --speculative-ngram-max-match-window-size"):
-        build_sglang_speculative_args("ngram", None, 4, None, {"prompt_lookup_max": 4}, accepted_flags=flags)
+        build_sglang_speculative_args(Proposal("ngram", None, 4, None, {"prompt_lookup_max": 4}), accepted_flags=flags)
 
 
 def gate(algorithms: tuple[str, ...], family: str, method: str | None = None, **kw: Any) -> GateCheck:

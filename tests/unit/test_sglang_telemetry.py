@@ -13,6 +13,8 @@ from typing import Any, get_args
 
 import pytest
 
+from specselect.engines.acceptance import SpecTelemetry, build_spec_telemetry
+from specselect.engines.prometheus import MetricsSnapshot, parse_prometheus
 from specselect.engines.sglang.serverinfo import ServerInfoReading, ServerInfoSnapshot, parse_server_info
 from specselect.engines.sglang.telemetry import (
     SglangCounterDelta,
@@ -23,7 +25,6 @@ from specselect.engines.sglang.telemetry import (
     sglang_spec_counters,
     to_spec_telemetry,
 )
-from specselect.engines.telemetry import MetricsSnapshot, SpecTelemetry, build_spec_telemetry, parse_prometheus
 from specselect.errors import ProtocolError
 
 DATA = Path(__file__).parent / "data"
@@ -104,6 +105,13 @@ def test_counter_going_backwards_means_a_restart() -> None:
         sglang_counter_delta(
             metrics("sglang_metrics_eagle3_after.txt"), metrics("sglang_metrics_eagle3_before.txt"), MODEL
         )
+
+
+def test_a_nan_counter_is_a_protocol_error_not_a_traceback() -> None:
+    before = parse_prometheus('sglang:num_requests_total{model_name="llama-3.1-8b"} 3\n')
+    after = parse_prometheus('sglang:num_requests_total{model_name="llama-3.1-8b"} NaN\n')
+    with pytest.raises(ProtocolError, match="not a finite count"):
+        sglang_counter_delta(before, after, MODEL)
 
 
 def test_server_info_counts_give_exact_window_numbers() -> None:

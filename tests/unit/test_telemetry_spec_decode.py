@@ -14,16 +14,16 @@ from typing import Any
 
 import pytest
 
-from specselect.engines.telemetry import (
+from specselect.engines.acceptance import (
     PerRequestSpecSummary,
     SpecDecodeCounters,
     SpecTelemetry,
     build_spec_telemetry,
     cross_check,
-    parse_prometheus,
-    spec_decode_delta,
     summarize_per_request,
 )
+from specselect.engines.prometheus import parse_prometheus
+from specselect.engines.vllm.telemetry import spec_decode_delta
 from specselect.errors import ProtocolError
 
 DATA = Path(__file__).parent / "data"

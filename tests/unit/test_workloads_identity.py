@@ -16,7 +16,7 @@ from specselect.workloads import (
     Workload,
     WorkloadIdentity,
     WorkloadItem,
-    canonical_json,
+    canonical_bytes,
     categories,
     content_sha256,
     load_workload,
@@ -57,10 +57,10 @@ def test_editing_one_character_changes_the_hash(tmp_path: Path) -> None:
     assert load_workload(str(_write_compact(tmp_path / "w.jsonl", reordered))).identity.sha256 != base
 
 
-def test_hash_is_the_sha256_of_the_canonical_json(tmp_path: Path) -> None:
+def test_hash_is_the_sha256_of_the_canonical_bytes(tmp_path: Path) -> None:
     wl = load_workload(str(_write_compact(tmp_path / "w.jsonl", ROWS)))
     expected = json.dumps(ROWS, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-    assert canonical_json(wl.items) == expected
+    assert canonical_bytes(wl.items) == expected
     assert wl.identity.sha256 == hashlib.sha256(expected).hexdigest() == content_sha256(wl.items)
 
 

@@ -1,22 +1,20 @@
-"""Admission gatherers: turn engine probes and model facts into the checks of the contract's gates."""
+"""Admission: the facts of the contract's gates for every candidate, before any server starts.
 
-from specselect.admission.capacity import Capabilities, capacity_check
-from specselect.admission.gather import (
-    ADMISSION_OPTION_KEYS,
-    Gathered,
-    gather_admission,
-    gather_admission_input,
-    method_for,
-)
-from specselect.admission.settings import EngineSettings
+The engine answers the backend gate and the capacity terms (`Engine.admit`); the asset, compatibility and
+capacity gates themselves are the same for every engine and live here.
+"""
+
+from specselect.admission.capacity import CapacityTerms, capacity_check
+from specselect.admission.gather import ADMISSION_OPTION_KEYS, Gathered, gather_admission
+from specselect.admission.plan import Admissions, admit_plan, shared_admission_key
 
 __all__ = [
     "ADMISSION_OPTION_KEYS",
-    "Capabilities",
-    "EngineSettings",
+    "Admissions",
+    "CapacityTerms",
     "Gathered",
+    "admit_plan",
     "capacity_check",
     "gather_admission",
-    "gather_admission_input",
-    "method_for",
+    "shared_admission_key",
 ]

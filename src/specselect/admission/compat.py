@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from specselect.assets.refs import ResolvedModel
-from specselect.core.admission import FactValue, GateCheck
+from specselect.core.gates import FactValue, GateCheck
 
 __all__ = ["PAIRED_METHODS", "check_compatibility", "proposer_base_model"]
 
@@ -67,6 +67,18 @@ def _same_model_id(a: str, b: str) -> bool:
     return a.strip().rstrip("/").lower() == b.strip().rstrip("/").lower()
 
 
+def _tokenizers_differ(target: ResolvedModel, proposer: ResolvedModel) -> bool:
+    """Fingerprints (what every token id means) decide when both sides have one; file hashes otherwise.
+
+    Converted tokenizer files of one vocabulary can differ in bytes (a name, a path, special-token roles), so
+    raw hashes would refuse a compatible pair; they are only the fallback for tokenizers without a fingerprint.
+    """
+    if target.tokenizer_fingerprint is not None and proposer.tokenizer_fingerprint is not None:
+        return target.tokenizer_fingerprint != proposer.tokenizer_fingerprint
+    both = target.tokenizer_sha256 is not None and proposer.tokenizer_sha256 is not None
+    return both and target.tokenizer_sha256 != proposer.tokenizer_sha256
+
+
 def check_compatibility(
     method: str, target: ResolvedModel, proposer: ResolvedModel | None, options: Mapping[str, Any]
 ) -> GateCheck:
@@ -86,40 +98,89 @@ def check_compatibility(
     if vocab_known and target.vocab_size != proposer.vocab_size and not heterogeneous:
         return GateCheck.fail("vocab_size_mismatch", **facts)
     if method in _DRAFT_METHODS:
-        facts["target_tokenizer_sha256"] = target.tokenizer_sha256
-        facts["proposer_tokenizer_sha256"] = proposer.tokenizer_sha256
-        both = target.tokenizer_sha256 is not None and proposer.tokenizer_sha256 is not None
-        if both and target.tokenizer_sha256 != proposer.tokenizer_sha256 and not heterogeneous:
-            return GateCheck.fail("tokenizer_mismatch", **facts)
-        return GateCheck.ok(**facts)
-    if method not in PAIRED_METHODS:
-        return GateCheck.ok(**facts)
+        return _draft_check(target, proposer, facts, heterogeneous)
+    if method in PAIRED_METHODS:
+        return _paired_check(method, target, proposer, facts)
+    return GateCheck.ok(**facts)
 
+
+def _draft_check(
+    target: ResolvedModel, proposer: ResolvedModel, facts: dict[str, FactValue], heterogeneous: bool
+) -> GateCheck:
+    facts["target_tokenizer_sha256"] = target.tokenizer_sha256
+    facts["proposer_tokenizer_sha256"] = proposer.tokenizer_sha256
+    facts["target_tokenizer_fingerprint"] = target.tokenizer_fingerprint
+    facts["proposer_tokenizer_fingerprint"] = proposer.tokenizer_fingerprint
+    if _tokenizers_differ(target, proposer) and not heterogeneous:
+        return GateCheck.fail("tokenizer_mismatch", **facts)
+    return GateCheck.ok(**facts)
+
+
+_Mismatch = Callable[[str, ResolvedModel, ResolvedModel, dict[str, FactValue]], str | None]
+"""One pairing check: the mismatch it found (None if none), recording what it compared in the facts."""
+
+
+def _hidden_size_mismatch(
+    method: str, target: ResolvedModel, proposer: ResolvedModel, facts: dict[str, FactValue]
+) -> str | None:
     expected_hidden = proposer.config.get("target_hidden_size")
     if not isinstance(expected_hidden, int):
         expected_hidden = proposer.hidden_size if method in ("eagle", "eagle3") else None
     facts["target_hidden_size"] = target.hidden_size
     facts["proposer_target_hidden_size"] = expected_hidden
-    if expected_hidden is not None and target.hidden_size is not None and expected_hidden != target.hidden_size:
-        return GateCheck.fail("proposer_target_mismatch", mismatch="hidden_size", **facts)
+    known = expected_hidden is not None and target.hidden_size is not None
+    return "hidden_size" if known and expected_hidden != target.hidden_size else None
 
+
+def _base_model_mismatch(
+    method: str, target: ResolvedModel, proposer: ResolvedModel, facts: dict[str, FactValue]
+) -> str | None:
     base = proposer_base_model(proposer.config)
     facts["proposer_base_model"] = base
     facts["target_ref"] = target.ref
-    if base is not None and target.source == "hf_cache" and not _same_model_id(base, target.ref):
-        return GateCheck.fail("proposer_target_mismatch", mismatch="base_model", **facts)
-    verifier_archs = _verifier_architectures(proposer.config)
-    if verifier_archs and target.architectures and not set(verifier_archs) & set(target.architectures):
-        facts["proposer_verifier_architectures"] = ",".join(verifier_archs)
-        facts["target_architectures"] = ",".join(target.architectures)
-        return GateCheck.fail("proposer_target_mismatch", mismatch="architecture", **facts)
-    layer_ids = _layer_ids(proposer.config)
-    if layer_ids and target.num_hidden_layers is not None and max(layer_ids) > target.num_hidden_layers:
-        # Lenient by one: some drafters count the embedding output as an extra layer.
-        facts["proposer_max_target_layer_id"] = max(layer_ids)
-        facts["target_num_hidden_layers"] = target.num_hidden_layers
-        return GateCheck.fail("proposer_target_mismatch", mismatch="target_layer_ids", **facts)
+    differs = base is not None and target.source == "hf_cache" and not _same_model_id(base, target.ref)
+    return "base_model" if differs else None
 
+
+def _architecture_mismatch(
+    method: str, target: ResolvedModel, proposer: ResolvedModel, facts: dict[str, FactValue]
+) -> str | None:
+    verifier_archs = _verifier_architectures(proposer.config)
+    if not (verifier_archs and target.architectures) or set(verifier_archs) & set(target.architectures):
+        return None
+    facts["proposer_verifier_architectures"] = ",".join(verifier_archs)
+    facts["target_architectures"] = ",".join(target.architectures)
+    return "architecture"
+
+
+def _layer_ids_mismatch(
+    method: str, target: ResolvedModel, proposer: ResolvedModel, facts: dict[str, FactValue]
+) -> str | None:
+    layer_ids = _layer_ids(proposer.config)
+    # Lenient by one: some drafters count the embedding output as an extra layer.
+    if not layer_ids or target.num_hidden_layers is None or max(layer_ids) <= target.num_hidden_layers:
+        return None
+    facts["proposer_max_target_layer_id"] = max(layer_ids)
+    facts["target_num_hidden_layers"] = target.num_hidden_layers
+    return "target_layer_ids"
+
+
+_PAIRING_CHECKS: tuple[_Mismatch, ...] = (
+    _hidden_size_mismatch,
+    _base_model_mismatch,
+    _architecture_mismatch,
+    _layer_ids_mismatch,
+)
+"""In this order: the first mismatch found is the one reported."""
+
+
+def _paired_check(
+    method: str, target: ResolvedModel, proposer: ResolvedModel, facts: dict[str, FactValue]
+) -> GateCheck:
+    for check in _PAIRING_CHECKS:
+        mismatch = check(method, target, proposer, facts)
+        if mismatch is not None:
+            return GateCheck.fail("proposer_target_mismatch", mismatch=mismatch, **facts)
     if method in ("eagle", "eagle3"):
         generation = _eagle_generation(proposer)
         facts["proposer_eagle_generation"] = generation

@@ -6,14 +6,14 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["LABEL_PATTERN", "RunLayout", "scenario_name"]
+__all__ = ["LABEL_PATTERN", "RunLayout"]
 
 LABEL_PATTERN = re.compile(r"^[A-Za-z0-9._-]{1,100}$")
 
 
-def scenario_name(workload: str, concurrency: int) -> str:
-    """The scenario key used everywhere: `<workload>-c<concurrency>` (e.g. `repetition-c1`)."""
-    return f"{workload}-c{concurrency}"
+def _launch_suffix(launch: int) -> str:
+    # Launch 0 keeps the names results had before launches were replicated.
+    return f".l{launch}" if launch else ""
 
 
 @dataclass(frozen=True)
@@ -62,11 +62,13 @@ class RunLayout:
     def group_summary(self, group: str) -> Path:
         return self.root / "groups" / f"{group}.json"
 
-    def group_log(self, group: str) -> Path:
-        return self.logs_dir / f"{group}.log"
+    def group_log(self, group: str, launch: int = 0) -> Path:
+        """The server log of a group's launch (`<group>.log`, later launches `<group>.l<launch>.log`)."""
+        return self.logs_dir / f"{group}{_launch_suffix(launch)}.log"
 
-    def records(self, group: str, scenario: str) -> Path:
-        return self.root / "records" / group / f"{scenario}.jsonl"
+    def records(self, group: str, scenario: str, launch: int = 0) -> Path:
+        """A scenario's records of a group's launch (`<scenario>.jsonl`; launch j > 0: `<scenario>.l<j>.jsonl`)."""
+        return self.root / "records" / group / f"{scenario}{_launch_suffix(launch)}.jsonl"
 
     def rel(self, path: Path) -> str:
         """A path relative to the run root, as stored in the manifest."""

@@ -5,37 +5,35 @@ Every document carries `schema_version`, the tool name and version; renderers re
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from specselect.artifacts.docbase import RESULTS_SCHEMA_VERSION, ResultsDocument
-from specselect.artifacts.handoff_doc import (
+from specselect.artifacts.handoff.document import (
     Handoff,
     HandoffCandidate,
     HandoffConcurrency,
+    HandoffGroup,
     HandoffLength,
+    HandoffMix,
+    HandoffMixOption,
     HandoffScenario,
+    HandoffSegment,
     HandoffTrack,
 )
-from specselect.artifacts.sweep_doc import SweepAnalysis
 from specselect.assets.refs import ResolvedModel
-from specselect.core.admission import AdmissionInput, AdmissionResult
-from specselect.core.decision import DecisionResult, Thresholds
-from specselect.core.evidence import PairEvidence
+from specselect.common.hostfacts import HostInfo
+from specselect.core.gates import AdmissionInput, AdmissionResult
+from specselect.core.pairing import MemoryFigure
 from specselect.core.status import RunStatus
+from specselect.engines.acceptance import SpecTelemetry
 from specselect.engines.base import ReleaseCheck, SanityResult
-from specselect.engines.hostinfo import HostInfo
-from specselect.engines.openai.probe import EndpointProbe
-from specselect.engines.openai.traffic import TrafficCheck
-from specselect.engines.sglang.probe import SglangCapabilities
-from specselect.engines.telemetry import SpecTelemetry
-from specselect.engines.vllm.probe import EngineCapabilities
-from specselect.evidence.categories import CategoryBreakdown
-from specselect.evidence.parity import ScenarioParity
-from specselect.evidence.prediction import SpeedupPrediction
-from specselect.evidence.stats import BootstrapPolicy, PairedStats
-from specselect.evidence.sweep import DurationEstimate
+from specselect.engines.capabilities import AnyCapabilities
+from specselect.engines.endpoints import EndpointProbe, TrafficCheck
+from specselect.evidence.pipeline import Evidence, EvidencePolicy, ScenarioEvidence, ScenarioNoiseFloor
+from specselect.evidence.sequential import SequentialPlan
+from specselect.evidence.sweeps import DerivedSchedule, DurationEstimate, SweepAnalysis
 from specselect.measure.hostload import HostLoad
 from specselect.measure.memory import PeakMemory
 from specselect.measure.types import ScenarioSummary
@@ -46,21 +44,24 @@ __all__ = [
     "AdmissionFile",
     "AuditFinding",
     "EvidenceFile",
-    "EvidencePolicy",
+    "GroupLaunch",
     "GroupResult",
     "Handoff",
     "HandoffCandidate",
     "HandoffConcurrency",
+    "HandoffGroup",
     "HandoffLength",
+    "HandoffMix",
+    "HandoffMixOption",
     "HandoffScenario",
+    "HandoffSegment",
     "HandoffTrack",
     "LaunchRecord",
     "Manifest",
     "ManifestGroup",
-    "ParityPassPolicy",
     "ParityPassRun",
+    "PreflightAttempt",
     "PreflightFile",
-    "ScenarioEvidence",
     "ScenarioRun",
 ]
 
@@ -77,15 +78,15 @@ class AuditFinding(BaseModel):
     message: str
 
 
-class PreflightFile(ResultsDocument):
-    """`preflight.json`: the machine, the engine, the resolved identities and the configuration audit."""
+class PreflightAttempt(ResultsDocument):
+    """One attempt's preflight: the machine, the engine, the resolved identities and the configuration audit."""
 
     label: str
     plan_hash: str
     host: HostInfo
     engine_kind: str
     engine_python: str | None
-    engine: Annotated[EngineCapabilities | SglangCapabilities, Field(discriminator="kind")] | None
+    engine: AnyCapabilities | None
     target: ResolvedModel | None
     """The default track's resolved target; None for kind "openai" (the endpoints report their identity)."""
     proposers: dict[str, ResolvedModel | None]
@@ -98,6 +99,15 @@ class PreflightFile(ResultsDocument):
     """Track (its baseline group's name) -> resolved target, for every track of launched engines."""
     endpoints: dict[str, EndpointProbe] = Field(default_factory=dict)
     """Kind "openai": group name -> what its endpoint reported when probed."""
+    changed_environment: tuple[str, ...] = ()
+    """`--resume --allow-changed-environment`: what differed from the kept groups' conditions, one line each."""
+
+
+class PreflightFile(PreflightAttempt):
+    """`preflight.json`: this attempt's preflight and those of the attempts it resumed."""
+
+    earlier_attempts: tuple[PreflightAttempt, ...] = ()
+    """`--resume`: the preflights of the attempts before this one (oldest first), each as it was written."""
 
 
 class AdmissionFile(ResultsDocument):
@@ -146,6 +156,8 @@ class ScenarioRun(BaseModel):
     """Kind "openai": whether other traffic hit the endpoint around or during this scenario."""
     host_load: HostLoad | None = None
     """A server specselect started: how much CPU time other processes on the host took during the scenario."""
+    launch: int = 0
+    """The group's server launch that measured it (0 = the first)."""
 
     @property
     def peak_memory_mb(self) -> float | None:
@@ -153,6 +165,13 @@ class ScenarioRun(BaseModel):
         if self.peak_memory is not None and self.peak_memory.mb is not None:
             return self.peak_memory.mb
         return self.declared_peak_memory_mb
+
+    @property
+    def peak_memory_figure(self) -> MemoryFigure | None:
+        """What `peak_memory_mb` is: device memory (NVML), the process tree's host RSS, or the declared figure."""
+        if self.peak_memory is not None and self.peak_memory.mb is not None:
+            return "device_memory" if self.peak_memory.source == "nvml" else "host_rss"
+        return "declared" if self.declared_peak_memory_mb is not None else None
 
 
 class ParityPassRun(BaseModel):
@@ -181,21 +200,14 @@ class ParityPassRun(BaseModel):
     seconds: float | None = None
 
 
-class GroupResult(ResultsDocument):
-    """`groups/<group>.json`: everything about one group, whether it ran or not."""
+class ServerLife(BaseModel):
+    """One server launch of a group, from start to release: its outcome and the scenarios it measured."""
 
-    group: str
-    role: GroupRole
-    family: str
-    method: str | None
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
     run_status: RunStatus
     reason: str
     hint: str | None = None
-    execution_path: Literal["target_only", "speculative"]
-    target_snapshot: str
-    proposer_snapshot: str | None = None
-    engine_version: str | None = None
-    admission: AdmissionResult | None = None
     launch: LaunchRecord | None = None
     sanity: SanityResult | None = None
     scenarios: tuple[ScenarioRun, ...] = ()
@@ -204,6 +216,37 @@ class GroupResult(ResultsDocument):
     log_tail: str | None = None
     started_at: str | None = None
     finished_at: str | None = None
+
+    @property
+    def complete(self) -> bool:
+        """True when it reached a final state that `--resume` must not redo."""
+        return self.run_status != RunStatus.RUNNABLE and not (
+            self.run_status == RunStatus.FAILED and self.reason == "interrupted"
+        )
+
+
+class GroupLaunch(ServerLife):
+    """A later launch of a group's server (index 1, 2, ...): a fresh server measuring the same scenarios again.
+
+    Launch 0 is the group itself (`GroupResult`'s own fields); only it runs the parity pass and early stops.
+    """
+
+    index: int = Field(ge=1)
+
+
+class GroupResult(ResultsDocument, ServerLife):
+    """`groups/<group>.json`: everything about one group, whether it ran or not; its own launch fields are the
+    first launch's."""
+
+    group: str
+    role: GroupRole
+    family: str
+    method: str | None
+    execution_path: Literal["target_only", "speculative"]
+    target_snapshot: str
+    proposer_snapshot: str | None = None
+    engine_version: str | None = None
+    admission: AdmissionResult | None = None
     track: str | None = None
     """The baseline group this group is paired with (a baseline: itself); None in results of older versions
     means the default track, `g0_target_only`."""
@@ -212,13 +255,22 @@ class GroupResult(ResultsDocument):
     endpoint: EndpointProbe | None = None
     """Kind "openai": the endpoint measured and what it reported (identity, engine version, metrics)."""
     parity_passes: tuple[ParityPassRun, ...] = ()
+    derived_schedule: DerivedSchedule | None = None
+    """A schedule candidate (`schedule_of`): the per-batch-size schedule it ran, derived from its sweep's
+    measurements before it started (or why there was none to run)."""
+    launches_planned: int = 1
+    """Server launches the plan asked for (`[run] launches`); launch 0 is this result's own fields."""
+    relaunches: tuple[GroupLaunch, ...] = ()
+    """Launches 1 .. launches_planned - 1 that ran so far, in index order."""
 
-    @property
-    def complete(self) -> bool:
-        """True when the group reached a final state that `--resume` must not redo."""
-        return self.run_status != RunStatus.RUNNABLE and not (
-            self.run_status == RunStatus.FAILED and self.reason == "interrupted"
-        )
+    def scenario_runs(self, scenario: str) -> tuple[ScenarioRun, ...]:
+        """Every launch's run of `scenario` (launch 0 first), including runs that did not complete."""
+        runs = (*self.scenarios, *(s for r in self.relaunches for s in r.scenarios))
+        return tuple(run for run in runs if run.scenario == scenario)
+
+    def all_scenario_runs(self) -> tuple[ScenarioRun, ...]:
+        """Every scenario run of every launch (launch 0 first)."""
+        return (*self.scenarios, *(s for r in self.relaunches for s in r.scenarios))
 
     @property
     def proposal_length(self) -> int | None:
@@ -269,63 +321,6 @@ class Manifest(ResultsDocument):
     """A sweep's expected duration for the groups after the baseline, stated before they ran."""
 
 
-class ParityPassPolicy(BaseModel):
-    """How the optional logprob parity pass ran and how it classifies first divergences."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    mode: Literal["auto", "full", "off"]
-    ran: bool
-    """False when off, or at a temperature above 0 (outputs are sampled: no exact parity)."""
-    baseline_pass: bool = False
-    """True with mode 'full': the baseline also ran the pass over every item (pass-vs-pass comparison)."""
-    concurrency: int = 1
-    logprobs: int = 2
-    near_tie_threshold_nats: float
-    rule: str
-
-
-class EvidencePolicy(BaseModel):
-    """The rules applied to turn measurements into decisions."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    thresholds: Thresholds
-    bootstrap: BootstrapPolicy
-    parity_unit: Literal["tokens", "characters"]
-    rule: str
-    parity_pass: ParityPassPolicy | None = None
-    track_rule: str | None = None
-    contamination_rule: str | None = None
-    host_foreign_cpu_share_limit: float | None = None
-    """Scenarios with a larger share of CPU time taken by other processes are contaminated."""
-
-
-class ScenarioEvidence(BaseModel):
-    """One candidate in one scenario: the pair evidence, its statistics and the decision."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    candidate: str
-    family: str
-    scenario: str
-    workload: str
-    concurrency: int
-    track: str
-    evidence: PairEvidence
-    decision: DecisionResult
-    parity: ScenarioParity | None = None
-    stats: PairedStats | None = None
-    telemetry: SpecTelemetry | None = None
-    prediction: SpeedupPrediction | None = None
-    categories: CategoryBreakdown | None = None
-    parity_pass: ScenarioParity | None = None
-    """Baseline vs candidate in the untimed logprob pass (concurrency 1), divergences classified."""
-    contamination: tuple[str, ...] = ()
-    """Why this pair's measurements are not trusted: other traffic hit an endpoint (then evidence is
-    `incomplete`, missing `uncontaminated_measurement`)."""
-
-
 class EvidenceFile(ResultsDocument):
     """`evidence.json`: every candidate x scenario, the policy applied, and a verdict per candidate."""
 
@@ -334,3 +329,19 @@ class EvidenceFile(ResultsDocument):
     verdicts: dict[str, str]
     sweeps: SweepAnalysis | None = None
     """Crossover concurrency, proposal-length choices, goodput and early stops, when the run swept anything."""
+    noise_floors: tuple[ScenarioNoiseFloor, ...] = ()
+    """The baselines' A/A noise floors, per track and scenario (baselines measured in two or more launches)."""
+    sequential: SequentialPlan | None = None
+    """With `[run] max_launches`: each pair's last step of the sequential rule, launches spent and saved."""
+
+    @classmethod
+    def of(cls, evidence: Evidence) -> EvidenceFile:
+        """The document of the pipeline's evidence."""
+        return cls(
+            policy=evidence.policy,
+            entries=evidence.entries,
+            verdicts=evidence.verdicts,
+            sweeps=evidence.sweeps,
+            noise_floors=evidence.noise_floors,
+            sequential=evidence.sequential,
+        )

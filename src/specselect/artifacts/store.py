@@ -4,18 +4,40 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+import specselect
 from specselect.artifacts.layout import RunLayout
 from specselect.artifacts.results import RESULTS_SCHEMA_VERSION, GroupResult, Manifest
 from specselect.errors import ResultsError
 from specselect.measure.types import RequestRecord
 
-__all__ = ["load_document", "load_group", "load_manifest", "load_records"]
+__all__ = ["check_header", "load_document", "load_group", "load_manifest", "load_records"]
 
 M = TypeVar("M", bound=BaseModel)
+
+
+def check_header(raw: object, path: Path) -> dict[str, Any]:
+    """The document's JSON object when specselect wrote it in the schema this version reads; ResultsError naming
+    the file otherwise (another tool's file, or another schema version with the version that wrote it)."""
+    if not isinstance(raw, dict) or raw.get("tool", "specselect") != "specselect" or "schema_version" not in raw:
+        raise ResultsError(
+            "not a specselect result file (no schema_version / tool)",
+            location=str(path),
+            fix="point at a directory written by `specselect run`",
+        )
+    version = raw.get("schema_version")
+    if version != RESULTS_SCHEMA_VERSION:
+        writer = raw.get("tool_version", "an unknown version")
+        raise ResultsError(
+            f"result schema_version {version!r} (written by specselect {writer}); this specselect "
+            f"{specselect.__version__} reads schema_version {RESULTS_SCHEMA_VERSION}",
+            location=str(path),
+            fix=f"read it with specselect {writer}, or re-run the plan with this version",
+        )
+    return raw
 
 
 def load_document(path: Path, model: type[M]) -> M:
@@ -28,21 +50,8 @@ def load_document(path: Path, model: type[M]) -> M:
         raise ResultsError(f"not a readable JSON result file ({exc})", location=str(path)) from exc
     except RecursionError:
         raise ResultsError("not a readable JSON result file (nested too deeply)", location=str(path)) from None
-    if not isinstance(raw, dict) or raw.get("tool", "specselect") != "specselect" or "schema_version" not in raw:
-        raise ResultsError(
-            "not a specselect result file (no schema_version / tool)",
-            location=str(path),
-            fix="point at a directory written by `specselect run`",
-        )
-    version = raw.get("schema_version")
-    if version != RESULTS_SCHEMA_VERSION:
-        raise ResultsError(
-            f"schema_version {version!r} is not supported by this specselect (reads {RESULTS_SCHEMA_VERSION})",
-            location=str(path),
-            fix="use the specselect version that wrote it, or re-run the plan",
-        )
     try:
-        return model.model_validate(raw)
+        return model.model_validate(check_header(raw, Path(path)))
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
@@ -65,9 +74,9 @@ def load_group(layout: RunLayout, group: str) -> GroupResult:
     return load_document(layout.group_summary(group), GroupResult)
 
 
-def load_records(layout: RunLayout, group: str, scenario: str) -> list[RequestRecord]:
-    """The raw per-request records of one group and scenario (JSON Lines)."""
-    path = layout.records(group, scenario)
+def load_records(layout: RunLayout, group: str, scenario: str, launch: int = 0) -> list[RequestRecord]:
+    """The raw per-request records of one group's launch and scenario (JSON Lines)."""
+    path = layout.records(group, scenario, launch)
     out: list[RequestRecord] = []
     try:
         lines = path.read_text(encoding="utf-8").splitlines()

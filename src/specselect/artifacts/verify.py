@@ -14,10 +14,8 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from specselect.artifacts.io import sha256_file
 from specselect.artifacts.layout import RunLayout
 from specselect.artifacts.results import (
-    RESULTS_SCHEMA_VERSION,
     AdmissionFile,
     EvidenceFile,
     GroupResult,
@@ -25,7 +23,8 @@ from specselect.artifacts.results import (
     Manifest,
     PreflightFile,
 )
-from specselect.artifacts.store import load_document
+from specselect.artifacts.store import check_header, load_document
+from specselect.common.fileio import sha256_file
 from specselect.errors import ResultsError
 from specselect.measure.types import MEASURE_SCHEMA_VERSION, RequestRecord
 
@@ -164,25 +163,44 @@ def _read_manifest(layout: RunLayout) -> Manifest | str:
         return f"{_MANIFEST}: not readable JSON ({exc})"
     except RecursionError:
         return f"{_MANIFEST}: not readable JSON (nested too deeply)"
-    if not isinstance(raw, dict) or raw.get("tool") != "specselect" or "schema_version" not in raw:
-        raise ResultsError(
-            "manifest.json was not written by specselect (no tool/schema_version)",
-            location=str(path),
-            fix="give results/<label> of a run written by `specselect run`",
-        )
-    if raw.get("schema_version") != RESULTS_SCHEMA_VERSION:
-        raise ResultsError(
-            f"schema_version {raw.get('schema_version')!r} is not supported (this specselect reads "
-            f"{RESULTS_SCHEMA_VERSION})",
-            location=str(path),
-            fix="verify it with the specselect version that wrote it",
-        )
     try:
-        return Manifest.model_validate(raw)
+        return Manifest.model_validate(check_header(raw, path))
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         return f"{_MANIFEST}: invalid manifest: {where}: {first['msg']}"
+
+
+def _group_summary(chk: _Checker, summary: str, digest: str | None) -> GroupResult | None:
+    """The group summary at `summary` when it is inside the run, has the recorded hash and validates."""
+    path = chk.inside(summary)
+    if path is None:
+        return None
+    if not path.is_file():
+        chk.problem(summary, "missing (manifest.json lists it)")
+        return None
+    if digest is not None and not chk.digest(path, digest, _MANIFEST):
+        return None
+    return chk.document(path, GroupResult)
+
+
+def _check_group_records(chk: _Checker, summary: str, group: GroupResult) -> set[str]:
+    """Check every records file the group's summary names (at `summary`); returns the paths it names."""
+    files = [(s.records_path, s.records_sha256, s.n_records) for s in group.all_scenario_runs()]
+    files += [(p.records_path, p.records_sha256, p.n_records) for p in group.parity_passes]
+    named: set[str] = set()
+    for rel, digest, count in files:
+        if rel is None:
+            continue
+        named.add(rel)
+        rec = chk.inside(rel)
+        if rec is None:
+            continue
+        if not rec.is_file():
+            chk.problem(rel, f"missing ({summary} lists it)")
+        elif digest is None or chk.digest(rec, digest, summary):
+            chk.records_file(rec, count)
+    return named
 
 
 def _check_groups(chk: _Checker, manifest: Manifest) -> None:
@@ -191,15 +209,7 @@ def _check_groups(chk: _Checker, manifest: Manifest) -> None:
             if entry.complete:
                 chk.problem(_MANIFEST, f"group {entry.name} is marked complete but has no summary file")
             continue
-        path = chk.inside(entry.summary)
-        if path is None:
-            continue
-        if not path.is_file():
-            chk.problem(entry.summary, "missing (manifest.json lists it)")
-            continue
-        if entry.summary_sha256 is not None and not chk.digest(path, entry.summary_sha256, _MANIFEST):
-            continue
-        group = chk.document(path, GroupResult)
+        group = _group_summary(chk, entry.summary, entry.summary_sha256)
         if group is None:
             continue
         if group.group != entry.name or group.run_status != entry.run_status:
@@ -208,20 +218,7 @@ def _check_groups(chk: _Checker, manifest: Manifest) -> None:
                 f"says group {group.group} is {group.run_status.value}; manifest.json says {entry.name} is "
                 f"{entry.run_status.value}",
             )
-        files = [(s.records_path, s.records_sha256, s.n_records) for s in group.scenarios]
-        files += [(p.records_path, p.records_sha256, p.n_records) for p in group.parity_passes]
-        named: set[str] = set()
-        for rel, digest, count in files:
-            if rel is None:
-                continue
-            named.add(rel)
-            rec = chk.inside(rel)
-            if rec is None:
-                continue
-            if not rec.is_file():
-                chk.problem(rel, f"missing ({entry.summary} lists it)")
-            elif digest is None or chk.digest(rec, digest, entry.summary):
-                chk.records_file(rec, count)
+        named = _check_group_records(chk, entry.summary, group)
         for rel in sorted({*entry.records, *entry.parity_records} - named):
             chk.problem(_MANIFEST, f"lists records {rel} that {entry.summary} does not name")
 

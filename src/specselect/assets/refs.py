@@ -9,6 +9,7 @@ Nothing is ever downloaded.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -22,16 +23,28 @@ from specselect.assets.config_facts import (
     load_config,
 )
 from specselect.assets.hf_cache import is_hf_id, resolve_hf_snapshot
-from specselect.assets.identity import hash_directory, tokenizer_sha256
+from specselect.assets.identity import IdentityMethod, snapshot_identity, tokenizer_sha256
 from specselect.assets.safetensors_meta import checkpoint_size
-from specselect.engines.vllm.envsetup import EngineEnv, default_home
+from specselect.assets.tokenizer_id import tokenizer_fingerprint
+from specselect.common.home import default_home
 from specselect.errors import EngineSetupError
 
-__all__ = ["BUILTIN_PREFIX", "ModelSource", "ResolvedModel", "describe_model_dir", "hash_cache_dir", "resolve_model"]
+__all__ = [
+    "BUILTIN_PREFIX",
+    "ModelSource",
+    "ResolvedModel",
+    "SnapshotMethod",
+    "describe_model_dir",
+    "hash_cache_dir",
+    "resolve_model",
+]
 
 BUILTIN_PREFIX = "builtin:"
 
 ModelSource = Literal["builtin", "hf_cache", "local_dir"]
+SnapshotMethod = IdentityMethod | Literal["hub_commit"]
+"""How `snapshot` was made: every byte hashed, files and headers (`assets.identity`), or the hub commit."""
+_SOURCE_METHOD: dict[ModelSource, SnapshotMethod] = {"builtin": "content_sha256", "hf_cache": "hub_commit"}
 
 
 class ResolvedModel(BaseModel):
@@ -39,6 +52,8 @@ class ResolvedModel(BaseModel):
 
     `present` is False only for a builtin model that has not been prepared yet (`prepare=False`): then
     `path` is where it will be, `snapshot` is empty and the facts come from the builtin's description.
+    `tokenizer_fingerprint` identifies what the tokenizer's ids mean (`tokenizer_id.py`), unlike
+    `tokenizer_sha256` (the bytes of its files); gate 4 compares it when both sides have one.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -48,10 +63,13 @@ class ResolvedModel(BaseModel):
     path: Path
     snapshot: str
     source: ModelSource
+    snapshot_method: SnapshotMethod | None = None
+    """None in results written before it was recorded (then a local directory's was `content_sha256`)."""
     present: bool = True
     config: dict[str, Any]
     vocab_size: int | None
     tokenizer_sha256: str | None
+    tokenizer_fingerprint: str | None = None
     num_params: int | None
     num_params_source: Literal["safetensors", "config", "builtin"] | None
     weights_bytes: int | None
@@ -68,8 +86,13 @@ def hash_cache_dir(home: Path | None = None) -> Path:
     return (home or default_home()) / "cache" / "file-hashes"
 
 
-def describe_model_dir(path: Path, *, ref: str, snapshot: str, source: ModelSource) -> ResolvedModel:
-    """Read config.json, tokenizer files and safetensors headers of `path` (no weights are read)."""
+def describe_model_dir(
+    path: Path, *, ref: str, snapshot: str, source: ModelSource, snapshot_method: SnapshotMethod | None = None
+) -> ResolvedModel:
+    """Read config.json, tokenizer files and safetensors headers of `path` (no weights are read).
+
+    `snapshot_method` defaults to the source's (a builtin's marker hashes every byte; a hub id is its commit).
+    """
     config = load_config(path)
     size = checkpoint_size(path)
     if size is not None:
@@ -87,9 +110,11 @@ def describe_model_dir(path: Path, *, ref: str, snapshot: str, source: ModelSour
         path=path,
         snapshot=snapshot,
         source=source,
+        snapshot_method=snapshot_method or _SOURCE_METHOD.get(source),
         config=config,
         vocab_size=config_int(config, "vocab_size"),
         tokenizer_sha256=tokenizer_sha256(path),
+        tokenizer_fingerprint=tokenizer_fingerprint(path),
         num_params=num_params,
         num_params_source=params_source,
         weights_bytes=weights_bytes,
@@ -111,13 +136,17 @@ def resolve_model(
     *,
     revision: str | None = None,
     home: Path | None = None,
-    env: EngineEnv | None = None,
+    python: Path | None = None,
     prepare: bool = True,
+    progress: Callable[[str], None] | None = None,
+    verify_weights: bool = False,
 ) -> ResolvedModel:
     """Resolve a model reference; EngineSetupError (naming the reference and a fix) when it cannot be found.
 
     `prepare=False` never converts a builtin model (it is reported with `present=False` instead).
-    `env` is the engine environment used to prepare builtins (default: the managed one, if set up).
+    `python` (an engine environment's) converts builtins that are not prepared yet; `progress` hears what
+    that costs (download size, conversion) before it starts. A local directory larger than
+    `FULL_HASH_MAX_BYTES` is identified by its files and headers unless `verify_weights` (`snapshot_identity`).
     """
     ref = ref.strip()
     if not ref:
@@ -125,7 +154,8 @@ def resolve_model(
     if ref.startswith(BUILTIN_PREFIX):
         from specselect.assets.builtin import resolve_builtin
 
-        return resolve_builtin(ref[len(BUILTIN_PREFIX) :], home=home, env=env, prepare=prepare)
+        name = ref[len(BUILTIN_PREFIX) :]
+        return resolve_builtin(name, home=home, python=python, prepare=prepare, progress=progress)
     local = Path(ref).expanduser()
     if _looks_like_path(ref) or local.is_dir():
         if not local.is_dir():
@@ -140,8 +170,8 @@ def resolve_model(
             )
         root = local.resolve()
         load_config(root)  # fail early, before hashing weights, when it is not a model directory
-        snapshot, _ = hash_directory(root, hash_cache_dir(home))
-        return describe_model_dir(root, ref=ref, snapshot=snapshot, source="local_dir")
+        snapshot, method = snapshot_identity(root, hash_cache_dir(home), verify_weights=verify_weights)
+        return describe_model_dir(root, ref=ref, snapshot=snapshot, source="local_dir", snapshot_method=method)
     if is_hf_id(ref):
         snapshot_dir, commit = resolve_hf_snapshot(ref, revision)
         return describe_model_dir(snapshot_dir, ref=ref, snapshot=commit, source="hf_cache")

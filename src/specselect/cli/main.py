@@ -7,6 +7,7 @@ Exit codes:
   3    the engine environment or a model asset could not be set up
   4    the serving engine failed: did not start, crashed, timed out or answered nonsense
   5    a result file could not be written or verified
+  6    `specselect check` found the recorded configuration changed (one line per problem)
   130  interrupted (Ctrl-C); completed work is kept
   141  the output pipe was closed (e.g. `specselect plan show ... | head`)
 """
@@ -29,12 +30,14 @@ __all__ = ["COMMAND_MODULES", "EXIT_CODES_HELP", "build_parser", "main"]
 COMMAND_MODULES: tuple[str, ...] = (
     "specselect.cli.validate",
     "specselect.cli.plan",
+    "specselect.cli.workloads",
     "specselect.cli.schema",
     "specselect.cli.setup",
     "specselect.cli.probe",
     "specselect.cli.run",
     "specselect.cli.report",
     "specselect.cli.verify",
+    "specselect.cli.check",
 )
 """Each module defines `register(subparsers)`, which adds its sub-parser with `handler=<function(args) -> int>`."""
 

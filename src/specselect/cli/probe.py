@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from specselect.engines.vllm.envsetup import default_home
+from specselect.common.home import default_home
 from specselect.report.console import admission_table, make_console
 from specselect.runner.progress import make_progress
 from specselect.runner.run import probe_plan
@@ -25,13 +25,24 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("plan", metavar="PLAN", nargs="?", default="builtin:cpu-smoke")
     parser.add_argument("--results-dir", default="results", type=Path)
     parser.add_argument("--json", action="store_true", help="print preflight and admission as JSON")
+    parser.add_argument(
+        "--verify-weights",
+        action="store_true",
+        help="hash every byte of large local checkpoints (default: their files and headers identify them)",
+    )
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Probe and print the admission table."""
     progress = make_progress(json_output=args.json)
-    outcome = probe_plan(args.plan, home=default_home(), results_dir=args.results_dir, progress=progress)
+    outcome = probe_plan(
+        args.plan,
+        home=default_home(),
+        results_dir=args.results_dir,
+        progress=progress,
+        verify_weights=args.verify_weights,
+    )
     if args.json:
         doc = {
             "preflight": outcome.preflight.model_dump(mode="json"),

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from specselect.engines.vllm.envsetup import default_home
+from specselect.common.home import default_home
 from specselect.report import write_reports
 from specselect.report.console import admission_table, decision_table, groups_table, make_console
 from specselect.report.sweep_tables import sweep_summary_lines
@@ -32,6 +32,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--results-dir", default="results", type=Path, help="default: ./results")
     parser.add_argument("--resume", action="store_true", help="continue an interrupted or partly failed run")
     parser.add_argument("--dry-run", action="store_true", help="preflight + admission only; start nothing")
+    parser.add_argument(
+        "--verify-weights",
+        action="store_true",
+        help="hash every byte of large local checkpoints (default: their files and headers identify them)",
+    )
+    parser.add_argument(
+        "--allow-changed-environment",
+        action="store_true",
+        help="let --resume keep groups measured under another engine version, host, device set or target "
+        "snapshot (the changes are recorded in preflight.json)",
+    )
     out = parser.add_mutually_exclusive_group()
     out.add_argument("--quiet", action="store_true", help="no progress output")
     out.add_argument("--json", action="store_true", help="print the final summary as JSON on stdout")
@@ -62,6 +73,8 @@ def run(args: argparse.Namespace) -> int:
         label=args.label,
         resume=args.resume,
         dry_run=args.dry_run,
+        verify_weights=args.verify_weights,
+        allow_changed_environment=args.allow_changed_environment,
         home=default_home(),
         command=("specselect", *sys.argv[1:]),
     )
@@ -86,6 +99,8 @@ def run(args: argparse.Namespace) -> int:
             console.print(f"  {cand}: {verdict}")
         for line in sweep_summary_lines(outcome.evidence.sweeps):
             console.print(f"  sweep: {line}")
+    if outcome.handoff is not None and outcome.handoff.mix is not None:
+        console.print(f"  traffic mix: {outcome.handoff.mix.recommendation}")
     console.print(f"results: {outcome.layout.root}")
     if reports:
         console.print(f"report:  {reports[0]}  (Markdown: {reports[1]})")

@@ -54,6 +54,9 @@ SCHEMAS: Mapping[str, SchemaEntry] = MappingProxyType(
         "handoff": SchemaEntry(
             model="specselect.artifacts.results:Handoff", description="results/<label>/handoff.json"
         ),
+        "check": SchemaEntry(
+            model="specselect.artifacts.check:CheckReport", description="<label>-check/check.json (specselect check)"
+        ),
     }
 )
 """Known schemas; a new result format is one line here."""

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from specselect.engines import create_engine
+from specselect.errors import ConfigError
 from specselect.plan import load_plan
 
 __all__ = ["register", "run"]
@@ -22,9 +24,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
-    """Validate `args.plan`; a PlanError propagates to the CLI's error handler."""
+    """Validate `args.plan` (and what its engine can tell without a probe); errors go to the CLI's handler."""
     loaded = load_plan(args.plan)
     plan = loaded.plan
+    problems = create_engine(plan.engine).plan_problems(plan)
+    if problems:
+        raise ConfigError("the plan is not valid for its engine", location=loaded.source, problems=problems)
     candidates = sum(not g.is_baseline for g in plan.groups)
     print(
         f"OK {loaded.source}: plan {plan.label!r} is valid: baseline + {candidates} "

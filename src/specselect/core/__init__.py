@@ -4,7 +4,28 @@ Everything here is typed, frozen and free of I/O; the plain-dict functions of th
 `specselect.contract`.
 """
 
-from specselect.core.admission import (
+from specselect.core.decision import (
+    CHECK_NAMES,
+    CHECK_REASONS,
+    Confidence,
+    ConfidenceStatus,
+    DecisionResult,
+    SpeedupInterval,
+    Thresholds,
+    decide,
+    summarize_verdict,
+)
+from specselect.core.families import (
+    FAMILIES,
+    AssetKind,
+    Dependency,
+    FamilySpec,
+    UnknownFamilyError,
+    classify_family,
+    family_names,
+    normalize_family_name,
+)
+from specselect.core.gates import (
     ADMITTED_REASON,
     DISABLED_REASON,
     GATE_ORDER,
@@ -17,18 +38,7 @@ from specselect.core.admission import (
     GateName,
     admit,
 )
-from specselect.core.decision import (
-    CHECK_NAMES,
-    CHECK_REASONS,
-    Confidence,
-    ConfidenceStatus,
-    DecisionResult,
-    SpeedupInterval,
-    Thresholds,
-    decide,
-    summarize_verdict,
-)
-from specselect.core.evidence import (
+from specselect.core.pairing import (
     FIXED_FIELDS,
     METRIC_FIELDS,
     MISSING_COMPLETED_PAIR,
@@ -38,20 +48,11 @@ from specselect.core.evidence import (
     MISSING_TARGET_ONLY_PATH,
     RATIO_FIELDS,
     ExecutionPath,
+    MemoryFigure,
     PairEvidence,
     Role,
     SideMetrics,
     build_pair_evidence,
-)
-from specselect.core.families import (
-    FAMILIES,
-    AssetKind,
-    Dependency,
-    FamilySpec,
-    UnknownFamilyError,
-    classify_family,
-    family_names,
-    normalize_family_name,
 )
 from specselect.core.status import ADMISSION_STATUSES, Decision, EvidenceStatus, RunStatus
 
@@ -87,6 +88,7 @@ __all__ = [
     "FamilySpec",
     "GateCheck",
     "GateName",
+    "MemoryFigure",
     "PairEvidence",
     "Role",
     "RunStatus",

@@ -7,6 +7,11 @@ With a speedup interval, an accept whose interval reaches below ``min_throughput
 ``tune`` (``insufficient_confidence``) with an estimate of the extra repeats needed, assuming the
 interval's lower half-width shrinks as 1/sqrt(n); a threshold-failed tune whose whole interval lies
 below 1.0 is a ``net_slowdown``. Confidence is about the throughput speedup only.
+
+With an A/A noise floor (the baseline against an independent launch of itself, `NoiseFloor`), an accept also
+needs the gain to clear the A/A band: a point inside the band is ``within_noise_floor`` before anything else
+(more repeats of the same launches cannot move it out), and so is an interval low inside it once the interval
+clears the threshold. The outcome is the check ``outside_noise_floor``, present only when a floor is given.
 """
 
 from __future__ import annotations
@@ -17,17 +22,21 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
 
-from specselect.core.evidence import PairEvidence
+from specselect.core.pairing import MemoryFigure, PairEvidence
 from specselect.core.status import Decision, EvidenceStatus
 
 __all__ = [
     "CHECK_NAMES",
     "CHECK_REASONS",
+    "NOISE_FLOOR_CHECK",
+    "WITHIN_NOISE_FLOOR",
     "Confidence",
     "ConfidenceStatus",
     "DecisionResult",
+    "NoiseFloor",
     "SpeedupInterval",
     "Thresholds",
+    "clears_noise_floor",
     "decide",
     "summarize_verdict",
 ]
@@ -44,7 +53,12 @@ CHECK_REASONS: tuple[tuple[str, str], ...] = (
 """Threshold check -> the reason a failure of it contributes, in the order reasons are combined."""
 
 CHECK_NAMES: tuple[str, ...] = ("quality_ok", *(name for name, _ in CHECK_REASONS))
-"""The keys of `DecisionResult.checks`."""
+"""The keys of `DecisionResult.checks` (plus `NOISE_FLOOR_CHECK` when a noise floor is given)."""
+
+NOISE_FLOOR_CHECK = "outside_noise_floor"
+"""The check of a claimed gain against the A/A noise band; in `checks` only when `decide` got a noise floor."""
+WITHIN_NOISE_FLOOR = "within_noise_floor"
+"""The reason of a tune whose speedup an identical server could show against itself."""
 
 ConfidenceStatus = Literal["confident", "insufficient", "not_assessed"]
 
@@ -84,6 +98,32 @@ class SpeedupInterval(BaseModel):
         return self
 
 
+class NoiseFloor(BaseModel):
+    """The A/A spread: how far from 1.0 the baseline's speedup over an independent launch of itself reaches."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    spread_log: Annotated[float, Field(strict=True, ge=0, allow_inf_nan=False)]
+    """max(|log low|, |log high|) of the A/A speedup interval: identical servers land within exp(+-spread_log)."""
+    level: Annotated[float, Field(strict=True, gt=0, lt=1)]
+    method: str = Field(min_length=1)
+
+    @property
+    def band_high(self) -> float:
+        """The largest speedup an identical server showed against itself (exp(spread_log))."""
+        return math.exp(self.spread_log)
+
+
+def _claimed(point: float, interval: SpeedupInterval | None) -> float:
+    # The interval's own point when it carries one: the check judges one statistic, the one the interval is of.
+    return interval.point if interval is not None and interval.point is not None else point
+
+
+def clears_noise_floor(point: float, interval: SpeedupInterval | None, floor: NoiseFloor) -> bool:
+    """True when the claimed gain lies above the A/A band: the interval's low (the point without one) > band high."""
+    return (interval.low if interval is not None else _claimed(point, interval)) > floor.band_high
+
+
 class Confidence(BaseModel):
     """How sure the speedup verdict is, given an interval."""
 
@@ -112,6 +152,8 @@ class DecisionResult(BaseModel):
     missing_evidence: tuple[str, ...] = ()
     detail: str = ""
     """One human-readable line: what failed or what is missing."""
+    memory_figure: MemoryFigure | None = None
+    """The figure check `max_peak_memory_mb` compared with the budget (None: no budget, or nothing compared)."""
 
 
 def _present(value: float | None, name: str) -> float:
@@ -143,6 +185,8 @@ def _failure_detail(name: str, evidence: PairEvidence, policy: Thresholds) -> st
         "max_e2e_p95_regression_ratio": (evidence.e2e_p95_ratio, policy.max_e2e_p95_regression_ratio, ">"),
         "max_peak_memory_mb": (evidence.candidate_peak_memory_mb, policy.max_peak_memory_mb, ">"),
     }[name]
+    if name == "max_peak_memory_mb":  # megabytes in full, and which figure: device memory or host RSS
+        return f"{name}: {value:.0f} {op} {limit:.0f} ({evidence.candidate_peak_memory_figure or 'unnamed figure'})"
     return f"{name}: {value:.4g} {op} {limit:.4g}"
 
 
@@ -161,96 +205,123 @@ def _extra_repeats(point: float, threshold: float, interval: SpeedupInterval) ->
     return max(math.ceil(extra_samples / per_repeat), 1)
 
 
-def decide(evidence: PairEvidence, thresholds: Thresholds, interval: SpeedupInterval | None = None) -> DecisionResult:
-    """Apply section 5 to one pair's evidence; writes the policy and every check's outcome."""
+def _within_noise_floor(
+    checks: dict[str, bool | None],
+    evidence: PairEvidence,
+    thresholds: Thresholds,
+    interval: SpeedupInterval | None,
+    floor: NoiseFloor,
+) -> DecisionResult:
+    point = _claimed(_present(evidence.throughput_speedup, "throughput_speedup"), interval)
+    inside_point = point <= floor.band_high
+    what, value = ("point", point) if inside_point or interval is None else ("interval low", interval.low)
+    return DecisionResult(
+        decision=Decision.TUNE,
+        reason=WITHIN_NOISE_FLOOR,
+        policy=thresholds,
+        checks=checks,
+        # More repeats of the same launches do not shrink launch-to-launch noise: no extra-repeats estimate.
+        confidence=Confidence(status="insufficient" if interval else "not_assessed", interval=interval),
+        evidence_status=evidence.evidence_status,
+        failed_checks=(NOISE_FLOOR_CHECK,),
+        detail=(
+            f"speedup {what} {value:.4g} <= {floor.band_high:.4g}, the speedup the baseline showed against an "
+            f"independent launch of itself ({floor.level:.0%} A/A band)"
+        ),
+    )
+
+
+def _unassessed(
+    evidence: PairEvidence, thresholds: Thresholds, interval: SpeedupInterval | None, floor: bool
+) -> DecisionResult:
+    """Evidence that is not comparable: not evaluated, or (incomplete) tune until the missing evidence exists."""
     status = evidence.evidence_status
-    unassessed = Confidence(interval=interval)
     no_checks: dict[str, bool | None] = dict.fromkeys(CHECK_NAMES)
-    if status is EvidenceStatus.NOT_EVALUATED or status is EvidenceStatus.INCOMPARABLE:
-        run = evidence.candidate_run_status.value if evidence.candidate_run_status else "unknown"
-        if status is EvidenceStatus.INCOMPARABLE:
-            reason, detail = "incomparable_evidence", "mismatched: " + (", ".join(evidence.mismatches) or "unspecified")
-        else:
-            reason, detail = "evidence_not_evaluated", f"no completed pair (candidate run_status {run})"
-        return DecisionResult(
-            decision=Decision.NOT_EVALUATED,
-            reason=reason,
-            policy=thresholds,
-            checks=no_checks,
-            confidence=unassessed,
-            evidence_status=status,
-            missing_evidence=evidence.missing_evidence,
-            detail=detail,
-        )
+    if floor:
+        no_checks[NOISE_FLOOR_CHECK] = None
     if status is EvidenceStatus.INCOMPLETE:
-        missing = evidence.missing_detail or evidence.missing_evidence
-        return DecisionResult(
-            decision=Decision.TUNE,
-            reason="incomplete_evidence",
-            policy=thresholds,
-            checks=no_checks,
-            confidence=unassessed,
-            evidence_status=status,
-            missing_evidence=evidence.missing_evidence,
-            detail="missing: " + (", ".join(missing) or "unspecified"),
-        )
+        decision, reason = Decision.TUNE, "incomplete_evidence"
+        detail = "missing: " + (", ".join(evidence.missing_detail or evidence.missing_evidence) or "unspecified")
+    elif status is EvidenceStatus.INCOMPARABLE:
+        decision, reason = Decision.NOT_EVALUATED, "incomparable_evidence"
+        detail = "mismatched: " + (", ".join(evidence.mismatches) or "unspecified")
+    else:
+        run = evidence.candidate_run_status.value if evidence.candidate_run_status else "unknown"
+        decision, reason = Decision.NOT_EVALUATED, "evidence_not_evaluated"
+        detail = f"no completed pair (candidate run_status {run})"
+    return DecisionResult(
+        decision=decision,
+        reason=reason,
+        policy=thresholds,
+        checks=no_checks,
+        confidence=Confidence(interval=interval),
+        evidence_status=status,
+        missing_evidence=evidence.missing_evidence,
+        detail=detail,
+    )
 
-    checks = _checks(evidence, thresholds)
-    if checks["quality_ok"] is False:
-        return DecisionResult(
-            decision=Decision.REJECT,
-            reason="quality_failed",
-            policy=thresholds,
-            checks=checks,
-            confidence=unassessed,
-            evidence_status=status,
-            failed_checks=("quality_ok",),
-            detail="temperature-0 outputs differ from the baseline",
-        )
 
-    failed = tuple(name for name, _ in CHECK_REASONS if checks[name] is False)
+def _accept(
+    checks: dict[str, bool | None], evidence: PairEvidence, thresholds: Thresholds, interval: SpeedupInterval | None
+) -> DecisionResult:
     point = _present(evidence.throughput_speedup, "throughput_speedup")
     threshold = thresholds.min_throughput_speedup
-    if not failed:
-        if interval is None:
-            return DecisionResult(
-                decision=Decision.ACCEPT,
-                reason="meets_thresholds",
-                policy=thresholds,
-                checks=checks,
-                evidence_status=status,
-                detail=f"throughput_speedup {point:.4g} >= {threshold:.4g}",
-            )
-        if interval.low >= threshold:
-            return DecisionResult(
-                decision=Decision.ACCEPT,
-                reason="meets_thresholds",
-                policy=thresholds,
-                checks=checks,
-                confidence=Confidence(status="confident", interval=interval),
-                evidence_status=status,
-                detail=f"speedup interval low {interval.low:.4g} >= {threshold:.4g}",
-            )
-        return DecisionResult(
-            decision=Decision.TUNE,
-            reason="insufficient_confidence",
-            policy=thresholds,
-            checks=checks,
-            confidence=Confidence(
-                status="insufficient",
-                interval=interval,
-                extra_repeats_estimate=_extra_repeats(
-                    point if interval.point is None else interval.point, threshold, interval
-                ),
-            ),
-            evidence_status=status,
-            detail=f"speedup interval low {interval.low:.4g} < {threshold:.4g} (point {point:.4g})",
-        )
+    if interval is None:
+        confidence, detail = Confidence(), f"throughput_speedup {point:.4g} >= {threshold:.4g}"
+    else:
+        confidence = Confidence(status="confident", interval=interval)
+        detail = f"speedup interval low {interval.low:.4g} >= {threshold:.4g}"
+    return DecisionResult(
+        decision=Decision.ACCEPT,
+        reason="meets_thresholds",
+        policy=thresholds,
+        checks=checks,
+        confidence=confidence,
+        evidence_status=evidence.evidence_status,
+        detail=detail,
+    )
 
+
+def _passing(
+    checks: dict[str, bool | None],
+    evidence: PairEvidence,
+    thresholds: Thresholds,
+    interval: SpeedupInterval | None,
+    floor: NoiseFloor | None,
+) -> DecisionResult:
+    """Every threshold passes: accept when the interval (and the A/A band) allow it, else tune for confidence."""
+    point = _present(evidence.throughput_speedup, "throughput_speedup")
+    threshold = thresholds.min_throughput_speedup
+    if floor is not None and _claimed(point, interval) <= floor.band_high:
+        return _within_noise_floor(checks, evidence, thresholds, interval, floor)
+    if interval is None:
+        return _accept(checks, evidence, thresholds, None)
+    if interval.low >= threshold:
+        if floor is not None and checks[NOISE_FLOOR_CHECK] is False:
+            return _within_noise_floor(checks, evidence, thresholds, interval, floor)
+        return _accept(checks, evidence, thresholds, interval)
+    estimate = _extra_repeats(point if interval.point is None else interval.point, threshold, interval)
+    return DecisionResult(
+        decision=Decision.TUNE,
+        reason="insufficient_confidence",
+        policy=thresholds,
+        checks=checks,
+        confidence=Confidence(status="insufficient", interval=interval, extra_repeats_estimate=estimate),
+        evidence_status=evidence.evidence_status,
+        detail=f"speedup interval low {interval.low:.4g} < {threshold:.4g} (point {point:.4g})",
+    )
+
+
+def _failing(
+    checks: dict[str, bool | None], evidence: PairEvidence, thresholds: Thresholds, interval: SpeedupInterval | None
+) -> DecisionResult:
+    """Some threshold fails: tune, naming every failed check (a net slowdown when the whole interval is < 1)."""
+    failed = tuple(name for name, _ in CHECK_REASONS if checks[name] is False)
     reason = "+".join(code for name, code in CHECK_REASONS if name in failed)
     detail = "; ".join(_failure_detail(name, evidence, thresholds) for name in failed)
-    confidence = unassessed
+    confidence = Confidence(interval=interval)
     if interval is not None:
+        threshold = thresholds.min_throughput_speedup
         clear = interval.low >= threshold or interval.high < threshold
         confidence = Confidence(status="confident" if clear else "insufficient", interval=interval)
         if interval.high < 1.0:
@@ -262,10 +333,55 @@ def decide(evidence: PairEvidence, thresholds: Thresholds, interval: SpeedupInte
         policy=thresholds,
         checks=checks,
         confidence=confidence,
-        evidence_status=status,
+        evidence_status=evidence.evidence_status,
         failed_checks=failed,
         detail=detail,
     )
+
+
+def decide(
+    evidence: PairEvidence,
+    thresholds: Thresholds,
+    interval: SpeedupInterval | None = None,
+    noise_floor: NoiseFloor | None = None,
+) -> DecisionResult:
+    """Apply section 5 to one pair's evidence; writes the policy and every check's outcome.
+
+    `noise_floor` (optional): the A/A band an accept must clear (check `outside_noise_floor`).
+    """
+    if evidence.evidence_status is not EvidenceStatus.COMPARABLE:
+        return _unassessed(evidence, thresholds, interval, floor=noise_floor is not None)
+    checks = _checks(evidence, thresholds)
+    if noise_floor is not None:
+        point = _present(evidence.throughput_speedup, "throughput_speedup")
+        checks[NOISE_FLOOR_CHECK] = clears_noise_floor(point, interval, noise_floor)
+    result = _decided(checks, evidence, thresholds, interval, noise_floor)
+    if checks["max_peak_memory_mb"] is None:
+        return result
+    return result.model_copy(update={"memory_figure": evidence.candidate_peak_memory_figure})
+
+
+def _decided(
+    checks: dict[str, bool | None],
+    evidence: PairEvidence,
+    thresholds: Thresholds,
+    interval: SpeedupInterval | None,
+    noise_floor: NoiseFloor | None,
+) -> DecisionResult:
+    if checks["quality_ok"] is False:
+        return DecisionResult(
+            decision=Decision.REJECT,
+            reason="quality_failed",
+            policy=thresholds,
+            checks=checks,
+            confidence=Confidence(interval=interval),
+            evidence_status=evidence.evidence_status,
+            failed_checks=("quality_ok",),
+            detail="temperature-0 outputs differ from the baseline",
+        )
+    if any(checks[name] is False for name, _ in CHECK_REASONS):
+        return _failing(checks, evidence, thresholds, interval)
+    return _passing(checks, evidence, thresholds, interval, noise_floor)
 
 
 def summarize_verdict(decisions: Mapping[str, DecisionResult]) -> str:

@@ -10,20 +10,20 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any
 
 from specselect.engines.base import LaunchSpec
+from specselect.engines.server import ServerOptions
 from specselect.errors import ConfigError
 
 __all__ = [
-    "ServerProcessArgs",
     "command_head",
     "flag_name",
     "launch_api_key",
     "python_or_command",
     "repeated_engine_arg",
     "secret_engine_arg",
-    "server_process_args",
+    "server_options",
     "serving_args",
 ]
 
@@ -101,28 +101,23 @@ def launch_api_key(spec: LaunchSpec) -> str | None:
     return value
 
 
-class ServerProcessArgs(TypedDict):
-    """The `ServerProcess` keyword arguments a launch spec decides (the engine adds argv, env, name, timings)."""
-
-    log_path: Path
-    served_model: str
-    run_dir: Path
-    host: str
-    port: int
-    spec_config: dict[str, Any] | None
-    api_key_env: str | None
-    startup_timeout_s: float
-
-
-def server_process_args(spec: LaunchSpec) -> ServerProcessArgs:
-    """`spec`'s log file, served name, run directory, address, speculative config, key variable and time-out."""
-    return ServerProcessArgs(
+def server_options(
+    spec: LaunchSpec, *, env: dict[str, str], name: str, term_grace_s: float, poll_interval_s: float, **more: Any
+) -> ServerOptions:
+    """A launch spec's server options (log, served name, run directory, address, speculative config, key
+    variable, start-up time-out) plus the engine's environment, name and timings (`more`: e.g. `health_path`)."""
+    return ServerOptions(
         log_path=spec.log_path,
         served_model=spec.served_model_name,
         run_dir=spec.run_dir,
         host=spec.host,
         port=spec.port,
+        env=env,
         spec_config=spec.speculative_config,
         api_key_env=spec.api_key_env,
+        name=name,
         startup_timeout_s=spec.startup_timeout_s,
+        term_grace_s=term_grace_s,
+        poll_interval_s=poll_interval_s,
+        **more,
     )

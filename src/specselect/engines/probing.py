@@ -6,7 +6,7 @@ distribution records (names and modification times) plus site-packages' modifica
 or a newly installed optional package is noticed.
 
 Memory budget: the memory one engine server may use on one device. CUDA: the total memory of the smallest
-visible GPU (the engine's own memory fraction is applied by the admission estimate). CPU: physical RAM
+visible GPU or MIG instance (the engine's own memory fraction is applied by the admission estimate). CPU: physical RAM
 minus `HOST_RESERVE_MB` kept for the operating system and specselect itself.
 """
 
@@ -16,23 +16,23 @@ import contextlib
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
 import psutil
-from pydantic import BaseModel, ConfigDict
 
-from specselect.artifacts.io import atomic_write_json
-from specselect.engines.vllm.envsetup import script_command
+from specselect.common.fileio import atomic_write_json
+from specselect.common.pyenv import script_command
+from specselect.engines.capabilities import DeviceInfo
+from specselect.engines.devices import DeviceScan, scan_devices, visible_devices, visible_setting
 from specselect.errors import ArtifactError, EngineSetupError
 
 __all__ = [
     "HOST_RESERVE_MB",
     "DeviceBudget",
-    "DeviceInfo",
+    "DeviceFacts",
     "cached_probe",
     "device_budget",
     "dist_records",
@@ -44,19 +44,18 @@ __all__ = [
 HOST_RESERVE_MB = 2048
 """Host memory kept free for the OS and specselect when a server runs on the CPU."""
 
-_CACHE_SCHEMA = 1
+_CACHE_SCHEMA = 2
+"""Raised whenever a probe script answers more: an answer cached by an older script is probed again."""
 _PROBE_TIMEOUT_S = 60
-_NVIDIA_SMI_TIMEOUT_S = 10
 
 
-class DeviceInfo(BaseModel):
-    """One device the engine can run on."""
+class DeviceFacts(NamedTuple):
+    """What the device scan found, for the `*Capabilities` fields of these names."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    name: str
-    memory_mb: int
-    index: int | None = None
+    host_devices: tuple[DeviceInfo, ...]
+    device_source: Literal["nvml", "nvidia-smi", "none", "not_queried"]
+    device_problem: str | None
+    cuda_visible_devices: str | None
 
 
 class DeviceBudget(NamedTuple):
@@ -66,45 +65,39 @@ class DeviceBudget(NamedTuple):
     devices: tuple[DeviceInfo, ...]
     memory_budget_mb: int
     memory_budget_basis: str
+    facts: DeviceFacts
+
+    def caps_fields(self) -> dict[str, Any]:
+        """The `*Capabilities` fields this budget fills."""
+        return {
+            "device_kind": self.device_kind,
+            "devices": self.devices,
+            "memory_budget_mb": self.memory_budget_mb,
+            "memory_budget_basis": self.memory_budget_basis,
+            **self.facts._asdict(),
+        }
 
 
 def query_devices() -> tuple[DeviceInfo, ...]:
-    """Visible NVIDIA GPUs (index, name, total memory) via nvidia-smi; empty when there are none."""
-    smi = shutil.which("nvidia-smi")
-    if smi is None:
-        return ()
-    try:
-        proc = subprocess.run(
-            [smi, "--query-gpu=index,name,memory.total", "--format=csv,noheader,nounits"],
-            capture_output=True,
-            text=True,
-            timeout=_NVIDIA_SMI_TIMEOUT_S,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return ()
-    if proc.returncode != 0:
-        return ()
-    devices: list[DeviceInfo] = []
-    for line in proc.stdout.strip().splitlines():
-        parts = [p.strip() for p in line.split(",")]
-        if len(parts) != 3 or not parts[0].isdigit() or not parts[2].isdigit():
-            continue
-        devices.append(DeviceInfo(index=int(parts[0]), name=parts[1], memory_mb=int(parts[2])))
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None and all(tok.strip().isdigit() for tok in visible.split(",") if tok.strip()):
-        wanted = [int(tok) for tok in visible.split(",") if tok.strip()]
-        devices = [d for d in devices if d.index in wanted]
-    return tuple(devices)
+    """The GPUs (and MIG instances) specselect's own CUDA_VISIBLE_DEVICES leaves visible; empty without any."""
+    return visible_devices(scan_devices().devices, visible_setting()).devices
 
 
-def device_budget(gpus: tuple[DeviceInfo, ...], *, cuda_basis: str, cpu_basis: str) -> DeviceBudget:
-    """The smallest GPU of `gpus` when there are any, else host RAM minus `HOST_RESERVE_MB`."""
+def device_budget(scan: DeviceScan | None, setting: str | None, *, cuda_basis: str, cpu_basis: str) -> DeviceBudget:
+    """The smallest visible GPU (or MIG instance) of `scan` when there is one, else host RAM minus
+    `HOST_RESERVE_MB`. `scan` None: not queried (a CPU build of the engine)."""
+    gpus = visible_devices(scan.devices, setting).devices if scan is not None else ()
+    found = DeviceFacts(
+        host_devices=scan.devices if scan is not None else (),
+        device_source=scan.source if scan is not None else "not_queried",
+        device_problem=scan.problem if scan is not None else None,
+        cuda_visible_devices=setting,
+    )
     if gpus:
-        return DeviceBudget("cuda", gpus, min(d.memory_mb for d in gpus), cuda_basis)
+        return DeviceBudget("cuda", gpus, min(d.memory_mb for d in gpus), cuda_basis, found)
     total_mb = int(psutil.virtual_memory().total // (1024 * 1024))
     host = (DeviceInfo(name="host RAM", memory_mb=total_mb),)
-    return DeviceBudget("cpu", host, max(total_mb - HOST_RESERVE_MB, 0), cpu_basis)
+    return DeviceBudget("cpu", host, max(total_mb - HOST_RESERVE_MB, 0), cpu_basis, found)
 
 
 def dist_records(root: Path, name_glob: str) -> list[Path]:

@@ -1,19 +1,33 @@
-"""Engines by `kind`, imported only when asked for so a missing optional dependency costs nothing."""
+"""Engines by `kind`, imported only when asked for so a missing optional dependency costs nothing.
+
+Every engine, vLLM included, is created here from the plan's `[engine]` section (`create_engine`).
+"""
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from types import MappingProxyType
-from typing import NamedTuple, cast
+from typing import TYPE_CHECKING, NamedTuple, Protocol, cast
 
 from specselect.engines.base import Engine
 from specselect.errors import ConfigError, MissingDependencyError
+from specselect.plan import EngineConfig
 
-__all__ = ["EngineEntry", "EngineFactory", "get_engine", "known_engine_kinds"]
+if TYPE_CHECKING:  # mypy checks here that every registered engine implements the protocol
+    from specselect.engines.openai.engine import OpenAIEndpointEngine
+    from specselect.engines.sglang.engine import SglangEngine
+    from specselect.engines.vllm.engine import VllmEngine
 
-EngineFactory = Callable[..., Engine]
-"""An engine class (or factory); its keyword arguments are engine-specific."""
+    _IMPLEMENTATIONS: tuple[type[Engine], ...] = (VllmEngine, SglangEngine, OpenAIEndpointEngine)
+
+__all__ = ["EngineClass", "EngineEntry", "create_engine", "get_engine", "known_engine_kinds"]
+
+
+class EngineClass(Protocol):
+    """An engine class: it is created from the plan's engine section."""
+
+    def from_config(self, config: EngineConfig) -> Engine: ...
 
 
 class EngineEntry(NamedTuple):
@@ -50,8 +64,8 @@ def known_engine_kinds() -> tuple[str, ...]:
     return tuple(_ENGINES)
 
 
-def get_engine(kind: str) -> EngineFactory:
-    """Import and return the engine factory registered for `kind`.
+def get_engine(kind: str) -> EngineClass:
+    """Import and return the engine class registered for `kind`.
 
     Unknown kinds raise ConfigError listing the known ones; a missing optional dependency raises
     MissingDependencyError carrying the install command.
@@ -74,4 +88,9 @@ def get_engine(kind: str) -> EngineFactory:
             location="engine.kind",
             fix=f"install it: {entry.install_hint}",
         ) from exc
-    return cast(EngineFactory, getattr(module, entry.attribute))
+    return cast(EngineClass, getattr(module, entry.attribute))
+
+
+def create_engine(config: EngineConfig) -> Engine:
+    """The engine the plan's `[engine]` section names."""
+    return get_engine(config.kind).from_config(config)

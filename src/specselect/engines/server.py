@@ -1,38 +1,49 @@
 """A server process's whole life as a context manager (engine-agnostic; vLLM and SGLang both use it).
 
-The process runs in its own process group with its output in a log file; readiness is polled on a health
-path and notices an early exit; teardown signals the whole group (TERM, then KILL) even on Ctrl-C and then
-confirms that the port is free and no process of the group is left.
+The server runs under a small supervisor (`_supervisor.py`) that leads its own session and process group and
+holds a pipe from this process: if specselect dies in any way, the pipe closes and the supervisor stops the
+whole group. With a run directory, each launch's processes are recorded there (`serverrecords`) until teardown
+found them gone, so a later run can stop what outlived even the supervisor. Output goes to a log file;
+readiness is polled on a health path and notices an early exit; teardown signals the whole group (TERM, then
+KILL) even on Ctrl-C and then confirms that the port is free and no process of the group is left.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 import psutil
 
-from specselect.artifacts.io import atomic_write_bytes
+from specselect.common.fileio import atomic_write_bytes
+from specselect.common.secrets import redact_argv, redact_text, secret_values
 from specselect.engines.base import ReleaseCheck, RunningServer
-from specselect.engines.localnet import local_request, pick_free_port, port_is_free, url_host
-from specselect.engines.redaction import redact_argv, redact_text, secret_values
+from specselect.engines.http import local_request, pick_free_port, port_is_free, url_host
+from specselect.engines.serverrecords import ServerRecord, identify, record_path, write_record
 from specselect.errors import ArtifactError, ServerCrashedError, ServerStartError, ServerTimeoutError
 
-__all__ = ["ServerProcess", "cache_env", "read_log_tail"]
+__all__ = ["ServerOptions", "ServerProcess", "cache_env", "read_log_tail"]
 
 _PORT_TAKEN = re.compile(r"address already in use|errno 98|eaddrinuse", re.IGNORECASE)
 
+
+_SUPERVISOR = Path(__file__).with_name("_supervisor.py")
+ORPHAN_GRACE_S = 8.0
+"""How long the supervisor lets an orphaned server shut down gracefully before it kills the group."""
 
 MAX_TMPDIR_CHARS = 60
 """Engines put UNIX sockets in TMPDIR (vLLM: `ipc://$TMPDIR/<uuid>`); sun_path holds at most 107 bytes."""
@@ -79,46 +90,54 @@ class _PortTakenError(Exception):
     """The server lost the race for an automatically chosen port; try another one."""
 
 
+@dataclass(frozen=True)
+class ServerOptions:
+    """How to start and watch one server process: everything but its argv."""
+
+    log_path: Path
+    served_model: str
+    run_dir: Path | None = None
+    """Caches and temporary files of the server (see `cache_env`); None keeps the environment's."""
+    host: str = "127.0.0.1"
+    port: int = 0
+    """0 picks a free port (retried `port_attempts` times when another process takes it first)."""
+    env: Mapping[str, str] = field(default_factory=dict)
+    spec_config: dict[str, Any] | None = None
+    """Recorded with the running server (the argv carries it)."""
+    api_key_env: str | None = None
+    name: str = "server"
+    startup_timeout_s: float = 600.0
+    health_path: str = "/health"
+    poll_interval_s: float = 0.5
+    term_grace_s: float = 30.0
+    port_attempts: int = 3
+    port_picker: Callable[[str], int] = pick_free_port
+
+
 class ServerProcess(AbstractContextManager[RunningServer]):
     """Start `argv_for_port(port)` in its own process group; yield a RunningServer once it is healthy."""
 
-    def __init__(
-        self,
-        argv_for_port: Callable[[int], Sequence[str]],
-        *,
-        log_path: Path,
-        served_model: str,
-        run_dir: Path | None = None,
-        host: str = "127.0.0.1",
-        port: int = 0,
-        env: Mapping[str, str] | None = None,
-        spec_config: dict[str, Any] | None = None,
-        api_key_env: str | None = None,
-        name: str = "server",
-        startup_timeout_s: float = 600.0,
-        health_path: str = "/health",
-        poll_interval_s: float = 0.5,
-        term_grace_s: float = 30.0,
-        port_attempts: int = 3,
-        port_picker: Callable[[str], int] = pick_free_port,
-    ) -> None:
+    def __init__(self, argv_for_port: Callable[[int], Sequence[str]], options: ServerOptions) -> None:
         self._argv_for_port = argv_for_port
-        self._log_path = Path(log_path)
-        self._served_model = served_model
-        self._run_dir = run_dir
-        self._host = host
-        self._port = port
-        self._extra_env = dict(env or {})
-        self._spec_config = spec_config
-        self._api_key_env = api_key_env
-        self._name = name
-        self._startup_timeout_s = startup_timeout_s
-        self._health_path = health_path
-        self._poll_interval_s = poll_interval_s
-        self._term_grace_s = term_grace_s
-        self._port_attempts = max(1, port_attempts)
-        self._port_picker = port_picker
+        self._log_path = Path(options.log_path)
+        self._served_model = options.served_model
+        self._run_dir = options.run_dir
+        self._host = options.host
+        self._port = options.port
+        self._extra_env = dict(options.env)
+        self._spec_config = options.spec_config
+        self._api_key_env = options.api_key_env
+        self._name = options.name
+        self._startup_timeout_s = options.startup_timeout_s
+        self._health_path = options.health_path
+        self._poll_interval_s = options.poll_interval_s
+        self._term_grace_s = options.term_grace_s
+        self._port_attempts = max(1, options.port_attempts)
+        self._port_picker = options.port_picker
         self._proc: subprocess.Popen[bytes] | None = None
+        """The supervisor, whose end is the server's (see `_supervisor.py`)."""
+        self._lifeline: int | None = None
+        self._record: Path | None = None
         self._pgid: int | None = None
         self._bound_port: int | None = None
         self._log_offset = 0
@@ -146,10 +165,11 @@ class ServerProcess(AbstractContextManager[RunningServer]):
                 except _PortTakenError:
                     self._teardown()
                     continue
+                self._write_record()
                 self.server = RunningServer(
                     base_url=f"http://{url_host(self._host)}:{port}",
                     served_model=self._served_model,
-                    pid=self._proc.pid if self._proc else -1,
+                    pid=self._server_pid(),
                     pgid=self._pgid if self._pgid is not None else -1,
                     port=port,
                     log_path=self._log_path,
@@ -241,6 +261,18 @@ class ServerProcess(AbstractContextManager[RunningServer]):
                 return port
         return self._port_picker(self._host)
 
+    def _supervisor_argv(self, lifeline: int) -> list[str]:
+        grace = min(self._term_grace_s, ORPHAN_GRACE_S)
+        return [sys.executable, "-I", str(_SUPERVISOR), str(lifeline), str(grace)]
+
+    def _send_command(self, argv: list[str]) -> None:
+        """The server's argv to the supervisor, as one JSON line on the lifeline."""
+        assert self._lifeline is not None
+        data = (json.dumps(argv) + "\n").encode()
+        with contextlib.suppress(BrokenPipeError):  # a supervisor that died at once: readiness reports its end
+            while data:
+                data = data[os.write(self._lifeline, data) :]
+
     def _spawn(self, argv: list[str], env: Mapping[str, str], port: int, attempt: int) -> None:
         with open(self._log_path, "ab") as log:
             self._log_offset = log.tell()
@@ -248,28 +280,92 @@ class ServerProcess(AbstractContextManager[RunningServer]):
             header = f"# specselect: {self._name} attempt {attempt} on port {port}: {shown}\n"
             log.write(header.encode())
             log.flush()
+            if not shutil.which(argv[0]) and not Path(argv[0]).is_file():
+                raise ServerStartError(
+                    f"{self._name}: cannot start {argv[0]!r}: No such file or directory",
+                    location=argv[0],
+                    fix="check the engine's python/command path",
+                    log_path=str(self._log_path),
+                )
+            # Only this process holds the write end: when it dies, however, the supervisor reads end-of-file.
+            read_end, self._lifeline = os.pipe()
             try:
                 self._proc = subprocess.Popen(
-                    argv,
+                    self._supervisor_argv(read_end),
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     env=dict(env),
                     start_new_session=True,
                     close_fds=True,
+                    pass_fds=(read_end,),
                     cwd=self._run_dir,  # `python -m` puts the cwd first on sys.path: keep it neutral
                 )
             except OSError as exc:
+                self._close_lifeline()
                 raise ServerStartError(
                     f"{self._name}: cannot start {argv[0]!r}: {exc.strerror or exc}",
                     location=argv[0],
                     fix="check the engine's python/command path",
                     log_path=str(self._log_path),
                 ) from exc
+            finally:
+                os.close(read_end)
+        self._send_command(argv)
         self._pgid = self._proc.pid  # a new session's leader is its group's id
         self._bound_port = port
         self._tracked = {}
         self.release_check = None
+        self._write_record()
+
+    def _close_lifeline(self) -> None:
+        if self._lifeline is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._lifeline)
+            self._lifeline = None
+
+    def _server_pid(self) -> int:
+        """The server's own pid: the supervisor's child (the supervisor's while it has none)."""
+        if self._proc is None:
+            return -1
+        with contextlib.suppress(psutil.Error):
+            children = psutil.Process(self._proc.pid).children()
+            if children:
+                return int(children[0].pid)
+        return self._proc.pid
+
+    def _write_record(self) -> None:
+        """Record the launch's processes in the run directory (nothing without one)."""
+        if self._run_dir is None or self._proc is None or self._pgid is None:
+            return
+        leader = identify(self._proc.pid)
+        if leader is None:
+            return
+        self._track_descendants()
+        known = (identify(pid) for pid in sorted(self._tracked))
+        owner = identify(os.getpid())
+        if owner is None:
+            return
+        record = ServerRecord(
+            name=self._name,
+            owner=owner,
+            pgid=self._pgid,
+            leader=leader,
+            processes=tuple(p for p in known if p is not None),
+            boot_time=psutil.boot_time(),
+            updated=time.time(),
+        )
+        self._record = record_path(Path(self._run_dir), self._pgid)
+        with contextlib.suppress(ArtifactError, OSError):
+            self._record.parent.mkdir(parents=True, exist_ok=True)
+            write_record(self._record, record)
+
+    def _forget_record(self, leftovers: Sequence[int]) -> None:
+        """Remove the launch's record once nothing of it is left (a later run stops what is)."""
+        if self._record is not None and not leftovers:
+            with contextlib.suppress(OSError):
+                self._record.unlink()
+            self._record = None
 
     def _wait_ready(self, port: int, started: float) -> None:
         assert self._proc is not None
@@ -373,6 +469,8 @@ class ServerProcess(AbstractContextManager[RunningServer]):
                 while not (port_free := port_is_free(self._host, port)) and time.monotonic() < deadline:
                     time.sleep(0.1)
             leftovers = self._leftovers()
+            self._close_lifeline()
+            self._forget_record(leftovers)
             self.release_check = ReleaseCheck(
                 port_free=port_free,
                 processes_gone=not leftovers,

@@ -1,11 +1,16 @@
 """Evidence with confidence: pure statistics over measured requests (numpy only, no I/O, seeded).
 
-- `samples`: per-request samples and their pairing by (item_id, repeat)
+- `samples`: per-request samples (with their launch) and their pairing by (item_id, repeat)
 - `parity`: temperature-0 output parity, the baseline's own noise floor, near-tie classification
-- `stats`: paired cluster-bootstrap intervals of speedup and latency ratios
-- `prediction`: predicted decode speedup from acceptance and the measured step cost
+- `stats`: THE speedup statistic and paired cluster-bootstrap intervals of speedup and latency ratios
+- `replication`: several launches per side -- the two-stage bootstrap, variance components, the A/A noise floor
+- `sequential`: repeats = "auto": settle a pair once its decision cannot change
+- `prediction`: predicted decode speedup from acceptance and a cost model of other measurements
 - `categories`: the same per workload category
+- `segments`: the same per input-length bucket (SPEED-Bench style): where in the range of prompt lengths it pays
 - `sweep`: concurrency crossover, proposal-length choice, goodput under SLOs, sweep duration budget
+
+The statistics are described in docs/statistics.md.
 """
 
 from __future__ import annotations
@@ -33,13 +38,34 @@ from specselect.evidence.parity import (
     scenario_parity,
 )
 from specselect.evidence.prediction import (
+    AcceptanceTelemetry,
+    ProposerCost,
     SpeedupPrediction,
     StepCost,
+    SweepObservation,
+    VerifyCostModel,
     expected_tokens_iid,
     expected_tokens_per_step,
+    fit_verify_cost,
+    leave_one_out,
     measure_step_cost,
     per_position_rates_from_counts,
+    predict_decode_speedup,
     predict_speedup,
+    verify_cost_from_prefill,
+)
+from specselect.evidence.replication import (
+    AANoiseFloor,
+    LaunchAgreement,
+    NoiseFloorCheck,
+    ReplicatedEstimate,
+    ReplicationPolicy,
+    VarianceComponents,
+    aa_noise_floor,
+    check_noise_floor,
+    launch_agreement,
+    pool_launch_outputs,
+    replicated_speedup,
 )
 from specselect.evidence.samples import (
     Pairing,
@@ -48,14 +74,40 @@ from specselect.evidence.samples import (
     RequestPair,
     RequestSample,
     RequestSpecMetrics,
-    outputs_from_records,
+    pair_by_launch,
     pair_requests,
     sample_from_record,
     samples_from_records,
     spec_metrics_from_raw,
 )
-from specselect.evidence.stats import BootstrapPolicy, PairedStats, PairRatio, RatioEstimate, paired_stats
-from specselect.evidence.sweep import (
+from specselect.evidence.segments import (
+    InputLengthSegments,
+    Segment,
+    SegmentOutcome,
+    SegmentPolicy,
+    input_length_segments,
+    speedup_outcome,
+)
+from specselect.evidence.sequential import (
+    PairProgress,
+    SequentialPlan,
+    SequentialPolicy,
+    SequentialStep,
+    decision_thresholds,
+    look_level,
+    next_step,
+    plan_next,
+    progress_from_estimate,
+)
+from specselect.evidence.stats import (
+    BootstrapPolicy,
+    PairedStats,
+    PairRatio,
+    RatioEstimate,
+    paired_stats,
+    speedup_statistic,
+)
+from specselect.evidence.sweeps import (
     Crossover,
     CrossoverRule,
     DurationEstimate,
@@ -75,7 +127,9 @@ from specselect.evidence.sweep import (
 )
 
 __all__ = [
+    "AANoiseFloor",
     "AcceptanceSummary",
+    "AcceptanceTelemetry",
     "BaselineConsistency",
     "BootstrapPolicy",
     "CategoryBreakdown",
@@ -84,16 +138,23 @@ __all__ = [
     "CrossoverRule",
     "DurationEstimate",
     "Goodput",
+    "InputLengthSegments",
+    "LaunchAgreement",
     "LengthChoice",
     "LengthRow",
     "LevelVerdict",
+    "NoiseFloorCheck",
+    "PairProgress",
     "PairRatio",
     "PairedStats",
     "Pairing",
     "ParityPolicy",
     "ParityVerdict",
+    "ProposerCost",
     "RatioEstimate",
     "RecordLike",
+    "ReplicatedEstimate",
+    "ReplicationPolicy",
     "RequestDivergence",
     "RequestKey",
     "RequestPair",
@@ -103,33 +164,59 @@ __all__ = [
     "ScenarioDuration",
     "ScenarioLoad",
     "ScenarioParity",
+    "Segment",
+    "SegmentOutcome",
+    "SegmentPolicy",
+    "SequentialPlan",
+    "SequentialPolicy",
+    "SequentialStep",
     "SpeedupPrediction",
     "StepCost",
+    "SweepObservation",
     "SweepPoint",
+    "VarianceComponents",
+    "VerifyCostModel",
+    "aa_noise_floor",
     "acceptance_summary",
     "baseline_consistency",
     "category_breakdown",
+    "check_noise_floor",
     "choose_length",
     "classify_divergence",
     "clearly_losing",
     "compare_outputs",
     "compare_text",
     "compare_tokens",
+    "decision_thresholds",
     "early_stop_reason",
     "estimate_duration",
     "expected_tokens_iid",
     "expected_tokens_per_step",
     "find_crossover",
+    "fit_verify_cost",
     "goodput",
+    "input_length_segments",
+    "launch_agreement",
+    "leave_one_out",
+    "look_level",
     "measure_step_cost",
-    "outputs_from_records",
+    "next_step",
+    "pair_by_launch",
     "pair_requests",
     "paired_stats",
     "per_position_rates_from_counts",
+    "plan_next",
+    "pool_launch_outputs",
+    "predict_decode_speedup",
     "predict_speedup",
+    "progress_from_estimate",
     "quality_ok_from_verdict",
+    "replicated_speedup",
     "sample_from_record",
     "samples_from_records",
     "scenario_parity",
     "spec_metrics_from_raw",
+    "speedup_outcome",
+    "speedup_statistic",
+    "verify_cost_from_prefill",
 ]

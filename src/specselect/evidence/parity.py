@@ -21,6 +21,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from specselect.evidence.samples import RequestKey
+from specselect.measure.types import RequestRecord
 
 __all__ = [
     "CHARACTER_LEVEL_NOTE",
@@ -39,6 +40,9 @@ __all__ = [
     "compare_outputs",
     "compare_text",
     "compare_tokens",
+    "has_token_ids",
+    "outputs_for_parity",
+    "pass_logprobs",
     "quality_ok_from_verdict",
     "scenario_parity",
 ]
@@ -276,6 +280,27 @@ def _attribute(consistent: bool | None, label: DivergenceClass | None, policy: P
     return "unexplained"
 
 
+_Sources = tuple[tuple[Literal["baseline", "candidate"], TopLogprobs | None], ...]
+"""Whose top logprobs may judge a divergence, in the order they are asked."""
+
+
+def _divergence(
+    key: RequestKey, parity: RequestParity, consistent: bool | None, sources: _Sources, policy: ParityPolicy
+) -> RequestDivergence:
+    """One mismatching request judged by the baseline's consistency on its item and the top-2 logprob gap."""
+    label, gap, source = _logprob_class(key, parity, sources, policy.near_tie_threshold_nats)
+    return RequestDivergence(
+        item_id=key[0],
+        repeat=key[1],
+        parity=parity,
+        baseline_consistent=consistent,
+        classification=label,
+        logprob_gap_nats=gap,
+        logprob_source=source,
+        attribution=_attribute(consistent, label, policy),
+    )
+
+
 def scenario_parity(
     baseline: Mapping[RequestKey, Output],
     candidate: Mapping[RequestKey, Output],
@@ -289,36 +314,15 @@ def scenario_parity(
     `baseline_top_logprobs[key][position]` holds the baseline's top logprobs at each generated position (the
     candidate's likewise); only the entry at the first divergence is read, the baseline's first.
     """
-    sources: tuple[tuple[Literal["baseline", "candidate"], TopLogprobs | None], ...] = (
-        ("baseline", baseline_top_logprobs),
-        ("candidate", candidate_top_logprobs),
-    )
+    sources: _Sources = (("baseline", baseline_top_logprobs), ("candidate", candidate_top_logprobs))
     policy = policy or ParityPolicy()
     per_item = _consistency_by_item(baseline)
     shared = sorted(baseline.keys() & candidate.keys())
-    results: list[tuple[RequestKey, RequestParity]] = []
-    for key in shared:
-        parity = compare_outputs(baseline[key], candidate[key])
-        if parity is not None:
-            results.append((key, parity))
-    divergences: list[RequestDivergence] = []
-    for key, parity in results:
-        if parity.equal:
-            continue
-        consistent = per_item.get(key[0])
-        label, gap, source = _logprob_class(key, parity, sources, policy.near_tie_threshold_nats)
-        divergences.append(
-            RequestDivergence(
-                item_id=key[0],
-                repeat=key[1],
-                parity=parity,
-                baseline_consistent=consistent,
-                classification=label,
-                logprob_gap_nats=gap,
-                logprob_source=source,
-                attribution=_attribute(consistent, label, policy),
-            )
-        )
+    compared = ((key, compare_outputs(baseline[key], candidate[key])) for key in shared)
+    results = [(key, parity) for key, parity in compared if parity is not None]
+    divergences = [
+        _divergence(key, parity, per_item.get(key[0]), sources, policy) for key, parity in results if not parity.equal
+    ]
     units = {p.unit for _, p in results}
     indices = [d.parity.first_divergence for d in divergences if d.parity.first_divergence is not None]
     n_equal = len(results) - len(divergences)
@@ -357,3 +361,51 @@ def _verdict(n_compared: int, divergences: Sequence[RequestDivergence]) -> tuple
     if all(d.attribution == "baseline_noise" for d in divergences):
         return ParityVerdict.INCONCLUSIVE, "mismatches_within_baseline_noise"
     return ParityVerdict.INCONCLUSIVE, "mismatches_within_baseline_noise_or_near_ties"
+
+
+def has_token_ids(records: Sequence[RequestRecord]) -> bool:
+    """True when every measured, successful record carries its output token ids (then parity is exact)."""
+    measured = [r for r in records if not r.warmup and r.ok]
+    return bool(measured) and all(r.output_token_ids is not None for r in measured)
+
+
+def outputs_for_parity(records: Sequence[RequestRecord], *, tokens: bool) -> dict[RequestKey, Output]:
+    """Outputs keyed by (item_id, repeat) -- token ids or texts; a failed request maps to None."""
+    out: dict[RequestKey, Output] = {}
+    for rec in records:
+        key = (rec.item_id, rec.repeat)
+        if rec.warmup or key in out:
+            continue
+        if not rec.ok:
+            out[key] = None
+        else:
+            out[key] = list(rec.output_token_ids or []) if tokens else rec.output_text
+    return out
+
+
+def _top_values(rec: RequestRecord) -> list[list[float]] | None:
+    if not rec.logprobs:
+        return None
+    return [[v for _, v in lp.top if v is not None] for lp in rec.logprobs]
+
+
+def pass_logprobs(
+    timed: Mapping[RequestKey, Output], parity_pass: Sequence[RequestRecord]
+) -> dict[RequestKey, list[list[float]]]:
+    """Top logprobs of one group's parity pass, per timed request of that group, up to the first position where
+    the pass took another token than the timed output (beyond it the logprobs describe another continuation)."""
+    by_item: dict[str, tuple[list[int], list[list[float]]]] = {}
+    for rec in parity_pass:
+        tops = _top_values(rec)
+        if rec.ok and not rec.warmup and rec.output_token_ids is not None and tops is not None:
+            by_item.setdefault(rec.item_id, (list(rec.output_token_ids), tops))
+    out: dict[RequestKey, list[list[float]]] = {}
+    for key, output in timed.items():
+        if output is None or isinstance(output, str) or key[0] not in by_item:
+            continue
+        ids, tops = by_item[key[0]]
+        same = next(
+            (i for i, (a, b) in enumerate(zip(output, ids, strict=False)) if a != b), min(len(output), len(ids))
+        )
+        out[key] = tops[: same + 1]
+    return out

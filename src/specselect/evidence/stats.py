@@ -3,6 +3,11 @@
 Every interval resamples PAIRS clustered by item, so the repeats of one prompt move together; the
 interval method is the percentile bootstrap by default (BCa on request), seeded and reproducible.
 Pairs with a missing, zero, negative or non-finite input are left out of that metric only and counted.
+
+THE speedup statistic (`speedup_statistic`) is the ratio of totals: (sum of candidate output tokens / sum of
+candidate request seconds) / (the same for the baseline). Its point, the decision's point and its interval all
+come from it (`RatioEstimate.speedup_interval` carries the point); see docs/statistics.md for why it, not the
+wall-clock aggregate throughput, is the claim.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ __all__ = [
     "PairRatio",
     "PairedStats",
     "RatioEstimate",
+    "ThroughputBasis",
     "decode_rate",
     "decode_speedup",
     "e2e_quantile_ratio",
@@ -42,6 +48,8 @@ __all__ = [
     "mean_per_sample_speedup",
     "pair_ratios",
     "paired_stats",
+    "rate_for_basis",
+    "speedup_statistic",
     "throughput_speedup",
     "ttft_quantile_ratio",
 ]
@@ -97,7 +105,10 @@ class RatioEstimate(BaseModel):
         return self.low is not None and self.high is not None
 
     def speedup_interval(self) -> SpeedupInterval | None:
-        """This estimate as the decision's `SpeedupInterval` (samples_per_repeat = distinct items)."""
+        """This estimate as the decision's `SpeedupInterval` (samples_per_repeat = distinct items).
+
+        It carries this estimate's own point, so the decision projects from the statistic the interval is of.
+        """
         if self.low is None or self.high is None or self.n_samples < 1:
             return None
         return SpeedupInterval(
@@ -107,6 +118,7 @@ class RatioEstimate(BaseModel):
             n_samples=self.n_samples,
             samples_per_repeat=max(1, self.n_clusters),
             method=self.method,
+            point=self.point,
         )
 
 
@@ -168,6 +180,16 @@ _RATE: dict[ThroughputBasis, Callable[[RequestSample], tuple[float, float] | Non
     "e2e": e2e_rate,
     "decode": decode_rate,
 }
+
+
+def rate_for_basis(basis: ThroughputBasis) -> Callable[[RequestSample], tuple[float, float] | None]:
+    """(tokens, seconds) of one sample as THE speedup statistic counts them for `basis`."""
+    return _RATE[basis]
+
+
+def speedup_statistic(basis: ThroughputBasis) -> str:
+    """The name of THE speedup statistic for `basis`, as every estimate of it records it."""
+    return f"ratio_of_totals(tokens/{basis}_s)"
 
 
 def _rate_ratio(pair: RequestPair, rate: Callable[[RequestSample], tuple[float, float] | None]) -> float | None:
@@ -281,7 +303,7 @@ def throughput_speedup(pairs: Sequence[RequestPair], policy: BootstrapPolicy | N
     basis = policy.throughput_basis
     return _estimate(
         "throughput_speedup",
-        f"ratio_of_totals(tokens/{basis}_s)",
+        speedup_statistic(basis),
         pairs,
         columns=_rate_columns(_RATE[basis]),
         build=_ratio_of_sums,
@@ -350,10 +372,22 @@ def mean_per_sample_speedup(pairs: Sequence[RequestPair], policy: BootstrapPolic
     )
 
 
-def paired_stats(pairs: Sequence[RequestPair], policy: BootstrapPolicy | None = None) -> PairedStats:
-    """Every paired figure of one scenario; never raises on empty or degenerate inputs."""
+def paired_stats(
+    pairs: Sequence[RequestPair],
+    policy: BootstrapPolicy | None = None,
+    *,
+    speedup: RatioEstimate | None = None,
+    interval: SpeedupInterval | None = None,
+) -> PairedStats:
+    """Every paired figure of one scenario; never raises on empty or degenerate inputs.
+
+    `speedup` and `interval`, when given, are THE speedup computed elsewhere (over several launches:
+    `evidence.replication`); otherwise the pairs' item-cluster bootstrap gives both.
+    """
     policy = policy or BootstrapPolicy()
-    speedup = throughput_speedup(pairs, policy)
+    if speedup is None:
+        speedup = throughput_speedup(pairs, policy)
+        interval = speedup.speedup_interval()
     return PairedStats(
         n_pairs=len(pairs),
         n_items=len({p.item_id for p in pairs}),
@@ -362,7 +396,7 @@ def paired_stats(pairs: Sequence[RequestPair], policy: BootstrapPolicy | None = 
         ttft_ratio=ttft_quantile_ratio(pairs, policy),
         e2e_p95_ratio=e2e_quantile_ratio(pairs, policy),
         mean_per_sample_speedup=mean_per_sample_speedup(pairs, policy),
-        speedup_interval=speedup.speedup_interval(),
+        speedup_interval=interval,
         per_request=pair_ratios(pairs),
         policy=policy,
     )

@@ -1,12 +1,12 @@
 """specselect.measure: a streaming load client with honest latency metrics, peak memory and cache control.
 
-`run_scenario` drives an OpenAI-compatible server (chat or completions, streaming) and returns one
+`run_load` drives an OpenAI-compatible server (chat or completions, streaming) and returns one
 `RequestRecord` per request plus a `ScenarioSummary`; `PeakMemorySampler` records peak memory meanwhile.
 """
 
+from specselect.measure.loadgen import ProgressFn, run_load
 from specselect.measure.memory import PeakMemory, PeakMemorySampler, process_tree_rss_bytes
 from specselect.measure.metrics import decode_tok_s, e2e_ms, itl_ms, stats_of, summarize, tpot_ms, ttft_ms
-from specselect.measure.runner import ProgressFn, run_scenario
 from specselect.measure.schedule import (
     PlannedRequest,
     arrival_offsets,
@@ -24,6 +24,7 @@ from specselect.measure.types import (
     RequestRecord,
     SamplingParams,
     ScenarioResult,
+    ScenarioSpec,
     ScenarioSummary,
     Stats,
     TokenLogprob,
@@ -42,6 +43,7 @@ __all__ = [
     "RequestRecord",
     "SamplingParams",
     "ScenarioResult",
+    "ScenarioSpec",
     "ScenarioSummary",
     "Stats",
     "TokenLogprob",
@@ -54,7 +56,7 @@ __all__ = [
     "plan_requests",
     "process_tree_rss_bytes",
     "request_order",
-    "run_scenario",
+    "run_load",
     "stats_of",
     "summarize",
     "tpot_ms",

@@ -1,9 +1,10 @@
-"""How much of the host's CPU went to other processes while a scenario was measured.
+"""How much of the CPU this workload could use went to other processes while a scenario was measured.
 
-Groups run one after another, so anything else busy on the machine during one group and not the other skews
-their ratio: on a 2-core CPU host a second engine turned a 1.0x candidate into "1.15x". The meter takes the
-host's busy CPU time over the scenario (all cores) and subtracts what the server's process tree and this
-process (the load client) used; the rest is foreign work, reported as a share of all cores' wall time.
+Groups run one after another, so anything else busy during one group and not the other skews their ratio: on a
+2-core CPU host a second engine turned a 1.0x candidate into "1.15x". The meter takes the busy CPU time of the
+scope specselect runs in over the scenario (`measure.cpuscope`: its cgroup when that has a CPU limit of its own,
+as in a container on a shared node, else the whole host) and subtracts what the server's process tree and this
+process (the load client) used; the rest is foreign work, reported as a share of the scope's capacity.
 """
 
 from __future__ import annotations
@@ -11,16 +12,20 @@ from __future__ import annotations
 import os
 import time
 from types import TracebackType
+from typing import Literal
 
 import psutil
 from pydantic import BaseModel, ConfigDict
 
+from specselect.measure.cpuscope import CpuScope, detect_cpu_scope
+
 __all__ = ["HOST_LOAD_RULE", "HostLoad", "HostLoadMeter"]
 
 HOST_LOAD_RULE = (
-    "foreign_share = (host busy CPU seconds - CPU seconds of the server's process tree and of specselect itself) "
-    "/ (wall seconds x logical CPUs), over the whole scenario (warm-up included); busy = all CPU time but idle "
-    "and iowait"
+    "foreign_share = (busy CPU seconds of the scope - CPU seconds of the server's process tree and of specselect "
+    "itself) / (wall seconds x the scope's CPUs), over the whole scenario (warm-up included); scope = "
+    "specselect's cgroup when it has a CPU limit of its own (its usage, its limit in cores), else the host (all "
+    "CPU time but idle and iowait, logical CPUs)"
 )
 
 
@@ -31,18 +36,20 @@ class HostLoad(BaseModel):
 
     wall_s: float
     logical_cpus: int
+    """The host's logical CPUs."""
     host_busy_cpu_s: float
+    """Busy CPU seconds of the scope (the host's, or the cgroup's: see `scope`)."""
     own_cpu_s: float
     """The server's process tree plus specselect's own process."""
     foreign_cpu_s: float
     foreign_share: float
-    """foreign_cpu_s / (wall_s x logical_cpus): 0 on a quiet host, 0.5 = half of every core went elsewhere."""
+    """foreign_cpu_s / (wall_s x scope_cpus): 0 on a quiet host, 0.5 = half of every core went elsewhere."""
+    scope: Literal["host", "cgroup"] = "host"
+    scope_cpus: float | None = None
+    """The scope's capacity in cores (None in results written before the scope was recorded: logical_cpus)."""
+    scope_detail: str | None = None
+    """Why this scope: the cgroup limit found, or that there was none."""
     rule: str = HOST_LOAD_RULE
-
-
-def _host_busy_s() -> float:
-    t = psutil.cpu_times()
-    return float(sum(t)) - float(t.idle) - float(getattr(t, "iowait", 0.0))
 
 
 def _tree_cpu_s(pid: int) -> dict[int, float]:
@@ -67,15 +74,18 @@ def _self_cpu_s() -> float:
 
 
 class HostLoadMeter:
-    """`with HostLoadMeter(server_pid) as meter: ...` then `meter.result` (None if it could not be measured)."""
+    """`with HostLoadMeter(server_pid) as meter: ...` then `meter.result` (None if it could not be measured).
 
-    def __init__(self, pid: int) -> None:
+    `scope` defaults to the one this process runs in (`detect_cpu_scope`)."""
+
+    def __init__(self, pid: int, scope: CpuScope | None = None) -> None:
         self._pid = pid
+        self._scope = scope if scope is not None else detect_cpu_scope()
         self.result: HostLoad | None = None
 
     def __enter__(self) -> HostLoadMeter:
         self._t0 = time.monotonic()
-        self._busy0 = _host_busy_s()
+        self._busy0 = self._scope.busy_s()
         self._self0 = _self_cpu_s()
         self._tree0 = _tree_cpu_s(self._pid)
         return self
@@ -87,7 +97,10 @@ class HostLoadMeter:
         cpus = psutil.cpu_count(logical=True) or 1
         if wall <= 0 or exc_type is not None:
             return
-        busy = max(0.0, _host_busy_s() - self._busy0)
+        try:
+            busy = max(0.0, self._scope.busy_s() - self._busy0)
+        except (OSError, ValueError):  # the cgroup's accounting went away: no number rather than a wrong one
+            return
         tree = _tree_cpu_s(self._pid)
         # A worker started during the scenario counts from zero; one that exited is lost (then counted foreign).
         own = sum(max(0.0, now - self._tree0.get(pid, 0.0)) for pid, now in tree.items())
@@ -99,5 +112,8 @@ class HostLoadMeter:
             host_busy_cpu_s=busy,
             own_cpu_s=own,
             foreign_cpu_s=foreign,
-            foreign_share=min(1.0, foreign / (wall * cpus)),
+            foreign_share=min(1.0, foreign / (wall * self._scope.cpus)),
+            scope=self._scope.kind,
+            scope_cpus=self._scope.cpus,
+            scope_detail=self._scope.detail,
         )

@@ -1,8 +1,11 @@
 """Peak memory of a serving engine during a scenario, sampled in a background thread.
 
-On a GPU the number is NVML's used device memory (summed over the given devices); otherwise it is the
-summed RSS of a process tree (the server and all its children, found afresh at every sample so workers
-started later are counted). The source is recorded with the number, because the two are not comparable.
+On a GPU the number is NVML's used memory of each device the server uses (a GPU or a MIG instance, opened by
+UUID so enumeration order does not matter); the figure compared with the per-device budget is the largest
+device's peak. The server's process tree RSS (the server and all its children, found afresh at every sample so
+workers started later are counted) is sampled as well and kept as its own figure: it is the compared figure
+only on the CPU. The source is recorded with the number, because the two are not comparable. NVML's used
+memory counts every process on the device, not only the server.
 """
 
 from __future__ import annotations
@@ -18,9 +21,19 @@ from pydantic import BaseModel, ConfigDict
 
 from specselect.errors import ConfigError, MissingDependencyError
 
-__all__ = ["PeakMemory", "PeakMemorySampler", "process_tree_rss_bytes"]
+__all__ = ["DevicePeak", "PeakMemory", "PeakMemorySampler", "process_tree_rss_bytes"]
 
 _MB = 1024.0 * 1024.0
+
+
+class DevicePeak(BaseModel):
+    """One device's highest sampled used memory, in MiB."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    device: str
+    """The NVML id it was opened by: a `GPU-`/`MIG-` UUID or an index."""
+    peak_mb: float
 
 
 class PeakMemory(BaseModel):
@@ -29,9 +42,14 @@ class PeakMemory(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     mb: float | None
+    """The figure the memory budget is compared with: the largest device's peak (nvml), else the RSS peak."""
     source: Literal["nvml", "process_tree_rss"]
     n_samples: int
     interval_s: float
+    devices: tuple[DevicePeak, ...] = ()
+    """Per-device peaks (nvml)."""
+    host_rss_mb: float | None = None
+    """The process tree's RSS peak, sampled next to the devices (nvml); with `process_tree_rss` it is `mb`."""
 
 
 def process_tree_rss_bytes(pids: Sequence[int]) -> int | None:
@@ -61,16 +79,17 @@ def _load_nvml() -> ModuleType:
     except ImportError as exc:
         raise MissingDependencyError(
             "GPU memory sampling needs NVML bindings",
-            location="PeakMemorySampler(gpu_indices=...)",
-            fix="pip install nvidia-ml-py",
+            location="PeakMemorySampler(gpu_devices=...)",
+            fix="pip install 'specselect[gpu]' (nvidia-ml-py)",
         ) from exc
 
 
 class PeakMemorySampler:
     """Context manager: samples memory every `interval_s` while the block runs; `.result` after exit.
 
-    `root_pid`/`pids`: the processes whose trees are summed (CPU); `gpu_indices`: NVML devices to read
-    instead (GPU). Samples are also taken at entry and exit, so a short block still yields a number.
+    `root_pid`/`pids`: the processes whose trees are summed; `gpu_devices`: NVML devices (UUIDs or indices)
+    whose used memory is the compared figure instead. Samples are also taken at entry and exit, so a short
+    block still yields a number.
     """
 
     def __init__(
@@ -79,20 +98,22 @@ class PeakMemorySampler:
         *,
         pids: Sequence[int] = (),
         interval_s: float = 0.1,
-        gpu_indices: Sequence[int] | None = None,
+        gpu_devices: Sequence[int | str] | None = None,
     ) -> None:
         self._pids = ([root_pid] if root_pid is not None else []) + list(pids)
-        if not self._pids and gpu_indices is None:
+        if not self._pids and not gpu_devices:
             raise ConfigError(
-                "nothing to sample", location="PeakMemorySampler", fix="give root_pid, pids or gpu_indices"
+                "nothing to sample", location="PeakMemorySampler", fix="give root_pid, pids or gpu_devices"
             )
         if interval_s <= 0:
             raise ConfigError(f"interval_s={interval_s}", location="PeakMemorySampler", fix="use interval_s > 0")
         self._interval = interval_s
-        self._gpu = list(gpu_indices) if gpu_indices is not None else None
+        self._gpu = [str(d) for d in gpu_devices] if gpu_devices else None
         self._nvml: Any = None
         self._handles: list[Any] = []
         self._peak: int | None = None
+        self._device_peaks: dict[str, int] = {}
+        self._rss_peak: int | None = None
         self._samples = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -104,22 +125,45 @@ class PeakMemorySampler:
         """Where the number comes from."""
         return "nvml" if self._gpu is not None else "process_tree_rss"
 
-    def _read_bytes(self) -> int | None:
+    def _read_devices(self) -> dict[str, int]:
         if self._gpu is None:
-            return process_tree_rss_bytes(self._pids)
-        return sum(int(self._nvml.nvmlDeviceGetMemoryInfo(h).used) for h in self._handles)
+            return {}
+        return {
+            d: int(self._nvml.nvmlDeviceGetMemoryInfo(h).used) for d, h in zip(self._gpu, self._handles, strict=True)
+        }
 
     def _sample(self) -> None:
-        try:
-            value = self._read_bytes()
-        except Exception:  # a vanished device or process must not kill the sampler thread
+        try:  # a vanished device or process must not kill the sampler thread
+            devices = self._read_devices()
+            rss = process_tree_rss_bytes(self._pids) if self._pids else None
+        except Exception:
             return
+        value = max(devices.values()) if devices else rss
         if value is None:
             return
         with self._lock:
             self._samples += 1
-            if self._peak is None or value > self._peak:
-                self._peak = value
+            self._peak = value if self._peak is None else max(self._peak, value)
+            if rss is not None:
+                self._rss_peak = rss if self._rss_peak is None else max(self._rss_peak, rss)
+            for device, used in devices.items():
+                self._device_peaks[device] = max(self._device_peaks.get(device, 0), used)
+
+    def _snapshot(self) -> PeakMemory:
+        with self._lock:
+            return PeakMemory(
+                mb=None if self._peak is None else self._peak / _MB,
+                source=self.source,
+                n_samples=self._samples,
+                interval_s=self._interval,
+                devices=tuple(DevicePeak(device=d, peak_mb=v / _MB) for d, v in self._device_peaks.items()),
+                host_rss_mb=None if self._rss_peak is None else self._rss_peak / _MB,
+            )
+
+    def _open(self, device: str) -> Any:
+        if device.isdigit():
+            return self._nvml.nvmlDeviceGetHandleByIndex(int(device))
+        return self._nvml.nvmlDeviceGetHandleByUUID(device)
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval):
@@ -129,7 +173,7 @@ class PeakMemorySampler:
         if self._gpu is not None:
             self._nvml = _load_nvml()
             self._nvml.nvmlInit()
-            self._handles = [self._nvml.nvmlDeviceGetHandleByIndex(i) for i in self._gpu]
+            self._handles = [self._open(d) for d in self._gpu]
         self._sample()
         self._thread = threading.Thread(target=self._run, name="specselect-peak-memory", daemon=True)
         self._thread.start()
@@ -145,15 +189,9 @@ class PeakMemorySampler:
         if self._nvml is not None:
             shutdown: Callable[[], None] = self._nvml.nvmlShutdown
             shutdown()
-        with self._lock:
-            mb = None if self._peak is None else self._peak / _MB
-            self._result = PeakMemory(mb=mb, source=self.source, n_samples=self._samples, interval_s=self._interval)
+        self._result = self._snapshot()
 
     @property
     def result(self) -> PeakMemory:
         """The peak seen so far (during the block) or in total (after it)."""
-        if self._result is not None:
-            return self._result
-        with self._lock:
-            mb = None if self._peak is None else self._peak / _MB
-            return PeakMemory(mb=mb, source=self.source, n_samples=self._samples, interval_s=self._interval)
+        return self._result if self._result is not None else self._snapshot()

@@ -10,9 +10,8 @@ from typing import Literal
 import numpy as np
 
 from specselect.measure.types import (
-    CacheSaltPolicy,
-    LoadShape,
     RequestRecord,
+    ScenarioSpec,
     ScenarioSummary,
     Stats,
 )
@@ -77,19 +76,11 @@ def stats_of(values: Iterable[float | None]) -> Stats:
 
 def summarize(
     records: Sequence[RequestRecord],
+    spec: ScenarioSpec,
     *,
-    scenario: str,
     api: Literal["chat", "completions"],
     started_at: str,
     clock_origin_s: float,
-    concurrency: int,
-    load: LoadShape,
-    warmup: int,
-    repeats: int,
-    first_repeat: int,
-    seed: int,
-    sampling_key: str,
-    cache_salt_policy: CacheSaltPolicy,
     phase_start_s: float | None,
     phase_end_s: float | None,
 ) -> ScenarioSummary:
@@ -105,18 +96,18 @@ def summarize(
         duration = phase_end_s - phase_start_s
     out_tokens = sum(r.completion_tokens or 0 for r in ok)
     return ScenarioSummary(
-        scenario=scenario,
+        scenario=spec.scenario,
         api=api,
         started_at=started_at,
         clock_origin_s=clock_origin_s,
-        concurrency=concurrency,
-        load=load,
-        warmup=warmup,
-        repeats=repeats,
-        first_repeat=first_repeat,
-        seed=seed,
-        sampling_key=sampling_key,
-        cache_salt_policy=cache_salt_policy,
+        concurrency=spec.concurrency,
+        load=spec.load,
+        warmup=spec.warmup,
+        repeats=spec.repeats,
+        first_repeat=spec.first_repeat,
+        seed=spec.seed,
+        sampling_key=spec.sampling.key,
+        cache_salt_policy=spec.cache_salt_policy,
         n_requests=len(measured),
         n_success=len(ok),
         n_error=len(measured) - len(ok),

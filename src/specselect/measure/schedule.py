@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from specselect.errors import ConfigError
-from specselect.measure.types import CacheSaltPolicy, Endpoint, SamplingParams
+from specselect.measure.types import CacheSaltPolicy, Endpoint, SamplingParams, ScenarioSpec
 from specselect.workloads.model import WorkloadItem
 
 __all__ = [
@@ -122,22 +122,15 @@ def build_body(endpoint: Endpoint, item: WorkloadItem, sampling: SamplingParams,
 
 
 def plan_requests(
-    endpoint: Endpoint,
-    items: Sequence[WorkloadItem],
-    *,
-    scenario: str,
-    warmup: int,
-    repeats: int,
-    seed: int,
-    sampling: SamplingParams,
-    cache_salt_policy: CacheSaltPolicy,
-    first_repeat: int = 0,
+    endpoint: Endpoint, items: Sequence[WorkloadItem], spec: ScenarioSpec
 ) -> tuple[list[PlannedRequest], list[PlannedRequest]]:
     """(warm-up requests, measured requests) in sending order.
 
     Measured pass r (r = first_repeat .. first_repeat + repeats - 1) visits every item once in the
     order `request_order(len(items), r, seed)`; extra passes after a first run use new repeat indices.
     """
+    scenario, warmup, repeats, seed = spec.scenario, spec.warmup, spec.repeats, spec.seed
+    first_repeat, sampling = spec.first_repeat, spec.sampling
     where = f"scenario {scenario}"
     if not items:
         raise ConfigError("no workload items to send", location=where, fix="give the scenario a non-empty workload")
@@ -151,7 +144,7 @@ def plan_requests(
     if len(set(ids)) != len(ids):
         dup = sorted({i for i in ids if ids.count(i) > 1})
         raise ConfigError(f"duplicate item ids {dup[:5]}", location=where, fix="give every workload item a unique id")
-    salted = cache_salt_policy is CacheSaltPolicy.SALT
+    salted = spec.cache_salt_policy is CacheSaltPolicy.SALT
 
     def planned(item: WorkloadItem, repeat: int, request_id: str) -> PlannedRequest:
         salt = cache_salt(seed, scenario, repeat) if salted else None

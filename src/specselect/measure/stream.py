@@ -115,6 +115,76 @@ def _completion_logprobs(obj: Any) -> list[TokenLogprob]:
     ]
 
 
+def _raise_stream_error(ev: Any) -> None:
+    """EngineStreamError (whitespace collapsed) for a chunk that is an error object rather than choices."""
+    if ev.get("error") is not None and not ev.get("choices"):
+        err = ev["error"]
+        message = err.get("message", err) if isinstance(err, dict) else err
+        raise EngineStreamError(" ".join(str(message).split()))
+
+
+def _usage_completion(out: DecodedStream, ev: Any) -> Any:
+    """The chunk's cumulative `completion_tokens` (None without usage); records `prompt_tokens` in `out`."""
+    usage = ev.get("usage")
+    if not isinstance(usage, dict):
+        return None
+    completion = usage.get("completion_tokens")
+    if usage.get("prompt_tokens") is not None:
+        out.prompt_tokens = int(usage["prompt_tokens"])
+    return completion
+
+
+def _choice_content(choice: Any, api: Literal["chat", "completions"]) -> tuple[str, Any, list[TokenLogprob] | None]:
+    """(text, other output such as reasoning or tool calls, logprobs) of one choice."""
+    if api == "chat":
+        delta = choice.get("delta") or {}
+        text = delta.get("content") or ""
+        other = delta.get("reasoning_content") or delta.get("reasoning") or delta.get("tool_calls")
+        return text, other, _chat_logprobs(choice.get("logprobs")) if choice.get("logprobs") else None
+    text = choice.get("text") or ""
+    return text, None, _completion_logprobs(choice.get("logprobs")) if choice.get("logprobs") else None
+
+
+def _new_tokens(completion: Any, ids: Any, seen_tokens: int) -> int | None:
+    """Tokens the chunk adds: the usage count's growth, else its token ids, else unknown (None)."""
+    if completion is not None:
+        return int(completion) - seen_tokens
+    if isinstance(ids, list):
+        return len(ids)
+    return None
+
+
+def _add_choice(
+    out: DecodedStream,
+    choice: Any,
+    api: Literal["chat", "completions"],
+    *,
+    when: float,
+    completion: Any,
+    seen_tokens: int,
+) -> None:
+    """Add one choice's output to `out`: its chunk time and token count (when it carries output), text, token ids,
+    logprobs and finish reason."""
+    text, other, lp = _choice_content(choice, api)
+    ids = choice.get("token_ids")
+    n = _new_tokens(completion, ids, seen_tokens)
+    if (n is not None and n > 0) or text or other:
+        out.chunk_times.append(when)
+        out.chunk_tokens.append(n)
+    if text:
+        out.text.append(text)
+    if isinstance(ids, list):
+        if out.token_ids is None:
+            out.token_ids = []
+        out.token_ids.extend(int(i) for i in ids)
+    if lp:
+        if out.logprobs is None:
+            out.logprobs = []
+        out.logprobs.extend(lp)
+    if choice.get("finish_reason") is not None:
+        out.finish_reason = str(choice["finish_reason"])
+
+
 def decode_events(events: Sequence[tuple[float, Any]], api: Literal["chat", "completions"]) -> DecodedStream:
     """Interpret chunk objects: output text, tokens per chunk, usage, finish reason, engine metrics.
 
@@ -124,53 +194,14 @@ def decode_events(events: Sequence[tuple[float, Any]], api: Literal["chat", "com
     out = DecodedStream()
     seen_tokens = 0
     for when, ev in events:
-        if ev.get("error") is not None and not ev.get("choices"):
-            err = ev["error"]
-            message = err.get("message", err) if isinstance(err, dict) else err
-            raise EngineStreamError(" ".join(str(message).split()))
-        usage = ev.get("usage")
-        completion: int | None = None
-        if isinstance(usage, dict):
-            completion = usage.get("completion_tokens")
-            if usage.get("prompt_tokens") is not None:
-                out.prompt_tokens = int(usage["prompt_tokens"])
+        _raise_stream_error(ev)
+        completion = _usage_completion(out, ev)
         metrics = ev.get("metrics")
         if isinstance(metrics, dict):
             out.spec_metrics = metrics
         for choice in ev.get("choices") or ():
-            if choice.get("index", 0) != 0:
-                continue
-            if api == "chat":
-                delta = choice.get("delta") or {}
-                text = delta.get("content") or ""
-                other = delta.get("reasoning_content") or delta.get("reasoning") or delta.get("tool_calls")
-                lp = _chat_logprobs(choice.get("logprobs")) if choice.get("logprobs") else None
-            else:
-                text = choice.get("text") or ""
-                other = None
-                lp = _completion_logprobs(choice.get("logprobs")) if choice.get("logprobs") else None
-            ids = choice.get("token_ids")
-            if completion is not None:
-                n: int | None = int(completion) - seen_tokens
-            elif isinstance(ids, list):
-                n = len(ids)
-            else:
-                n = None
-            if (n is not None and n > 0) or text or other:
-                out.chunk_times.append(when)
-                out.chunk_tokens.append(n)
-            if text:
-                out.text.append(text)
-            if isinstance(ids, list):
-                if out.token_ids is None:
-                    out.token_ids = []
-                out.token_ids.extend(int(i) for i in ids)
-            if lp:
-                if out.logprobs is None:
-                    out.logprobs = []
-                out.logprobs.extend(lp)
-            if choice.get("finish_reason") is not None:
-                out.finish_reason = str(choice["finish_reason"])
+            if choice.get("index", 0) == 0:
+                _add_choice(out, choice, api, when=when, completion=completion, seen_tokens=seen_tokens)
         if completion is not None:
             seen_tokens = int(completion)
             out.completion_tokens = seen_tokens
@@ -181,7 +212,9 @@ def _rel(value: float | None, t0: float) -> float | None:
     return None if value is None else value - t0
 
 
-def build_record(raw: RawExchange, *, scenario: str, api: Literal["chat", "completions"], t0: float) -> RequestRecord:
+def build_record(
+    raw: RawExchange, *, scenario: str, api: Literal["chat", "completions"], t0: float, launch: int = 0
+) -> RequestRecord:
     """The `RequestRecord` of one exchange; times become seconds since `t0` (the scenario start)."""
     planned = raw.planned
     where = f"request {planned.request_id}"
@@ -212,6 +245,7 @@ def build_record(raw: RawExchange, *, scenario: str, api: Literal["chat", "compl
         item_id=planned.item_id,
         scenario=scenario,
         repeat=planned.repeat,
+        launch=launch,
         warmup=planned.warmup,
         cache_salt=planned.cache_salt,
         scheduled_time_s=_rel(raw.scheduled_time, t0),

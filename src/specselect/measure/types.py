@@ -6,13 +6,13 @@ All times in a `RequestRecord` are seconds on `time.perf_counter()`, relative to
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from specselect.common.canonical import canonical_sha256
 
 __all__ = [
     "MEASURE_SCHEMA_VERSION",
@@ -23,6 +23,7 @@ __all__ = [
     "RequestRecord",
     "SamplingParams",
     "ScenarioResult",
+    "ScenarioSpec",
     "ScenarioSummary",
     "Stats",
     "TokenLogprob",
@@ -102,8 +103,7 @@ class SamplingParams(BaseModel):
     @property
     def key(self) -> str:
         """A stable key of these parameters (`sampling_key` of paired evidence)."""
-        canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
-        return "sampling#" + hashlib.sha256(canonical.encode()).hexdigest()[:16]
+        return "sampling#" + canonical_sha256(self.model_dump(mode="json"))[:16]
 
 
 class LoadShape(BaseModel):
@@ -122,15 +122,43 @@ class LoadShape(BaseModel):
     burstiness: float = Field(default=1.0, gt=0.0)
     max_concurrency: int | None = Field(default=None, ge=1)
 
+    @property
+    def is_closed(self) -> bool:
+        """A closed loop: every stream sends its next request when its last one finished."""
+        return self.kind != "open"
+
     @model_validator(mode="after")
     def _consistent(self) -> LoadShape:
-        if self.kind == "open" and self.request_rate is None:
+        if not self.is_closed and self.request_rate is None:
             raise ValueError("an open-loop load needs request_rate (requests per second, or inf)")
-        if self.kind == "closed" and (self.request_rate is not None or self.max_concurrency is not None):
+        if self.is_closed and (self.request_rate is not None or self.max_concurrency is not None):
             raise ValueError("a closed-loop load takes its concurrency from the scenario; drop request_rate")
         if self.request_rate is not None and math.isnan(self.request_rate):
             raise ValueError("request_rate must be a number")
         return self
+
+
+class ScenarioSpec(BaseModel):
+    """How one scenario is sent: its name, the load at which, warm-up, measured passes, order seed, sampling,
+    time-outs and the prefix-cache policy (everything but the server and the items)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    scenario: str
+    concurrency: int = 1
+    load: LoadShape = Field(default_factory=LoadShape)
+    warmup: int = 0
+    repeats: int = 1
+    first_repeat: int = 0
+    """Index of the first measured pass (passes after an earlier run of the same scenario continue it)."""
+    launch: int = 0
+    """Which server launch of the group sends it (0-based); recorded on every request."""
+    seed: int = 0
+    """Order seed: every measured pass visits the items in a seeded permutation (the same on both sides)."""
+    sampling: SamplingParams = Field(default_factory=SamplingParams)
+    request_timeout_s: float = 600.0
+    scenario_timeout_s: float | None = None
+    cache_salt_policy: CacheSaltPolicy = CacheSaltPolicy.FRESH_SERVER
 
 
 class TokenLogprob(BaseModel):
@@ -153,7 +181,10 @@ class RequestRecord(BaseModel):
     item_id: str
     scenario: str
     repeat: int
-    """0-based pass over the items for measured requests; -1 for warm-up requests."""
+    """0-based pass over the items for measured requests; -1 for warm-up requests. Passes are numbered across
+    the group's launches (launch j continues after the passes of launches 0 .. j - 1)."""
+    launch: int = 0
+    """The group's server launch that measured it (0-based)."""
     warmup: bool
     cache_salt: str | None = None
     scheduled_time_s: float | None = None

@@ -16,7 +16,7 @@ from specselect.plan.loader import (
     load_plan,
     parse_plan_text,
 )
-from specselect.plan.model import PLAN_SCHEMA_VERSION, Plan, canonical_json
+from specselect.plan.model import PLAN_SCHEMA_VERSION, Plan
 from specselect.plan.overrides import EndpointConfig, TargetOverride, effective_target
 from specselect.plan.problems import PlanProblem
 from specselect.plan.rules import BASELINE_FAMILY, BASELINE_GROUP, TRACK_SEPARATOR
@@ -58,7 +58,6 @@ __all__ = [
     "Track",
     "builtin_plan_names",
     "builtin_plan_text",
-    "canonical_json",
     "effective_target",
     "load_plan",
     "parse_plan_text",

@@ -99,6 +99,7 @@ def check_options(options: dict[str, Any]) -> dict[str, Any]:
 
 
 _BASELINE_FORBIDDEN = (
+    "schedule_of",
     "method",
     "num_speculative_tokens",
     "proposer",
@@ -184,13 +185,19 @@ class Candidate(PlanSection):
         description="in a plan file: an option grid to sweep, e.g. { prompt_lookup_max = [3, 5] }; "
         "after expansion: where this sub-candidate comes from",
     )
+    schedule_of: NameStr | None = Field(
+        default=None,
+        description="written by specselect for measure_schedule = true: this candidate runs the per-batch-size "
+        "schedule derived from the sub-candidates of entry NAME, filled in once they have run",
+    )
 
     @model_serializer(mode="wrap")
     def _omit_no_sweep(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        # Plans without sweeps keep the dump, and so the plan hash, they had before sweeps existed.
+        # Plans without sweeps or schedules keep the dump, and so the plan hash, they had before those existed.
         data: dict[str, Any] = handler(self)
-        if self.sweep is None:
-            data.pop("sweep", None)
+        for name in ("sweep", "schedule_of"):
+            if getattr(self, name) is None:
+                data.pop(name, None)
         return data
 
     @model_validator(mode="before")
@@ -314,6 +321,13 @@ class Candidate(PlanSection):
                 field="name",
             )
         return self
+
+    def option_location(self, key: str) -> str:
+        """Where the plan file sets option `key` of this candidate: a swept key in its declared entry's
+        `sweep` grid, any other in that entry's `options` (sub-candidates and schedules are written by specselect)."""
+        entry = self.sweep.parent if self.sweep is not None else self.schedule_of or self.name
+        table = "sweep" if self.sweep is not None and key in self.sweep.axes else "options"
+        return f"candidates.{entry}.{table}.{key}"
 
     @property
     def is_baseline(self) -> bool:

@@ -17,7 +17,7 @@ from pydantic_core.core_schema import ErrorType
 
 from specselect.plan.candidates import REFUSED_OPTION_KEYS, Candidate
 from specselect.plan.rules import RULE_ERROR_TYPE, rule_error
-from specselect.plan.sweep import LENGTH_AXIS, SweepError, declares_sweep, expand_entry
+from specselect.plan.sweep import LENGTH_AXIS, SCHEDULE_OPTION, SweepError, declares_sweep, expand_entry
 
 __all__ = ["declared_index", "validate_candidates"]
 
@@ -56,7 +56,7 @@ def _expand(value: Sequence[Any], engine_kind: str | None) -> _Entries:
         out.errors += [SweepError((index, *problem.loc), problem.error) for problem in expansion.errors]
         if not expansion.entries:
             # Still validate the rest of the entry, so its other problems are reported too.
-            out.items.append({k: v for k, v in entry.items() if k not in ("sweep", LENGTH_AXIS)})
+            out.items.append({k: v for k, v in entry.items() if k not in ("sweep", LENGTH_AXIS, SCHEDULE_OPTION)})
             out.declared.append(index)
             continue
         out.siblings[index] = [sub["name"] for sub in expansion.entries]
@@ -136,17 +136,17 @@ def _remap(errors: list[ErrorDetails], entries: _Entries) -> list[tuple[Loc, Ini
 
 def _rebuilt(error: ErrorDetails, loc: Loc, *, prefix: str) -> InitErrorDetails:
     ctx = dict(error.get("ctx") or {})
-    kind = error["type"]
-    if kind == RULE_ERROR_TYPE:
+    error_type = error["type"]
+    if error_type == RULE_ERROR_TYPE:
         ctx.pop("field", None)
         ctx["message"] = prefix + str(ctx["message"])
-        return InitErrorDetails(type=PydanticCustomError(kind, "{message}", ctx), loc=loc, input=error["input"])
-    if kind in _KNOWN_ERROR_TYPES:
-        details = InitErrorDetails(type=kind, loc=loc, input=error["input"])
+        return InitErrorDetails(type=PydanticCustomError(error_type, "{message}", ctx), loc=loc, input=error["input"])
+    if error_type in _KNOWN_ERROR_TYPES:
+        details = InitErrorDetails(type=error_type, loc=loc, input=error["input"])
         if ctx:
             details["ctx"] = ctx
         return details
-    return InitErrorDetails(type=PydanticCustomError(kind, error["msg"]), loc=loc, input=error["input"])
+    return InitErrorDetails(type=PydanticCustomError(error_type, error["msg"]), loc=loc, input=error["input"])
 
 
 def _own(problem: SweepError) -> tuple[Loc, InitErrorDetails]:
@@ -178,16 +178,11 @@ def validate_candidates(
 def declared_index(candidates: Sequence[Candidate], index: int) -> int:
     """The `[[candidates]]` entry that candidate `index` of a validated plan was declared by."""
     declared = -1
-    previous: Candidate | None = None
-    for position, cand in enumerate(candidates[: index + 1]):
-        same_sweep = (
-            position > 0
-            and previous is not None
-            and cand.sweep is not None
-            and previous.sweep is not None
-            and cand.sweep.parent == previous.sweep.parent
-        )
-        if not same_sweep:
+    previous: str | None = None
+    for cand in candidates[: index + 1]:
+        # Sub-candidates, and the schedule candidate after them, come from their entry's declaration.
+        entry = cand.sweep.parent if cand.sweep is not None else cand.schedule_of
+        if entry is None or entry != previous:
             declared += 1
-        previous = cand
+        previous = entry
     return declared

@@ -17,6 +17,8 @@ from specselect.errors import PlanError
 from specselect.plan.model import Plan
 from specselect.plan.problems import PlanProblem, secret_problem, translate_errors
 from specselect.plan.rules import find_secrets
+from specselect.plan.workloads import workload_source
+from specselect.workloads.sample import WorkloadSample
 
 __all__ = [
     "BUILTIN_PREFIX",
@@ -52,12 +54,14 @@ class LoadedPlan(BaseModel):
         path = Path(ref).expanduser()
         return path if path.is_absolute() else self.base_dir / path
 
-    def workload_sources(self) -> dict[str, str]:
-        """Workload name -> `builtin:NAME` or an absolute file path."""
-        return {
-            name: ref if ref.startswith(BUILTIN_PREFIX) else str(self.resolve_path(ref))
-            for name, ref in self.plan.workloads.items()
-        }
+    def workload_sources(self) -> dict[str, str | WorkloadSample]:
+        """Workload name -> `builtin:NAME` or an absolute file path, or a sample of one (`load_workload` takes both)."""
+        out: dict[str, str | WorkloadSample] = {}
+        for name, ref in self.plan.workloads.items():
+            source = workload_source(ref)
+            resolved = source if source.startswith(BUILTIN_PREFIX) else str(self.resolve_path(source))
+            out[name] = ref.model_copy(update={"source": resolved}) if isinstance(ref, WorkloadSample) else resolved
+        return out
 
     def resolve_model_ref(self, ref: str) -> str:
         """`builtin:` and `org/name` references unchanged; local directories made absolute.
@@ -165,14 +169,15 @@ def _without(data: Any, loc: tuple[str | int, ...]) -> None:
 def _missing_files(plan: Plan, loaded_base: Path) -> list[PlanProblem]:
     problems: list[PlanProblem] = []
     for name, ref in plan.workloads.items():
-        if ref.startswith(BUILTIN_PREFIX):
+        source = workload_source(ref)
+        if source.startswith(BUILTIN_PREFIX):
             continue
-        path = Path(ref).expanduser()
+        path = Path(source).expanduser()
         path = path if path.is_absolute() else loaded_base / path
         if not path.is_file():
             problems.append(
                 PlanProblem(
-                    field=f"workloads.{name}",
+                    field=f"workloads.{name}" + (".source" if isinstance(ref, WorkloadSample) else ""),
                     message=f"workload file not found: {path}",
                     fix=f"check the path; relative paths are resolved against {loaded_base}",
                 )

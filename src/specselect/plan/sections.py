@@ -17,8 +17,10 @@ from pydantic import (
 )
 
 from specselect.plan.rules import (
+    ENGINE_KINDS,
     ENV_NAME_PATTERN,
     EngineArgs,
+    EngineKind,
     EnvTable,
     check_model_ref,
     rule_error,
@@ -35,8 +37,18 @@ __all__ = [
     "ThresholdsConfig",
 ]
 
-MANAGED_ENVIRONMENTS = ("vllm-cpu",)
+
+MANAGED_ENVIRONMENTS = tuple(name for kind in ENGINE_KINDS.values() for name in kind.managed_environments)
 """Engine environments specselect can install itself (`python = "managed:NAME"`)."""
+
+
+def _kinds_where(flag: str) -> str:
+    return " or ".join(repr(name) for name, kind in ENGINE_KINDS.items() if getattr(kind, flag))
+
+
+def _managing_kind(environment: str) -> tuple[str, EngineKind]:
+    return next((name, kind) for name, kind in ENGINE_KINDS.items() if environment in kind.managed_environments)
+
 
 StrictStr = Annotated[str, Strict()]
 StrictBool = Annotated[bool, Strict()]
@@ -133,10 +145,16 @@ class EngineConfig(PlanSection):
             )
         return value
 
+    @property
+    def launches_servers(self) -> bool:
+        """False when the plan measures servers the user runs (kind "openai")."""
+        return ENGINE_KINDS[self.kind].launches_servers
+
     @model_validator(mode="after")
     def _consistent(self) -> EngineConfig:
-        if self.kind == "openai":
-            return self._openai()
+        traits = ENGINE_KINDS[self.kind]
+        if not traits.launches_servers:
+            return self._attached()
         if self.python is not None and self.command is not None:
             raise rule_error(
                 "give either python or command, not both",
@@ -149,32 +167,34 @@ class EngineConfig(PlanSection):
                 'set python = "managed:vllm-cpu", python = "/path/to/venv/bin/python" or command = ["vllm", "serve"]',
                 field="python",
             )
-        if self.python is not None and self.python.startswith("managed:") and self.kind != "vllm":
+        managed = self.python[len("managed:") :] if self.python and self.python.startswith("managed:") else None
+        if managed is not None and managed not in traits.managed_environments:
+            owner, owner_kind = _managing_kind(managed)
             raise rule_error(
-                f"{self.python} is a vLLM environment but kind = {self.kind!r}",
-                'set kind = "vllm" or give the python of your own engine environment',
+                f"{self.python} is a {owner_kind.display} environment but kind = {self.kind!r}",
+                f'set kind = "{owner}" or give the python of your own engine environment',
                 field="python",
             )
-        if self.distributed_executor_backend is not None and self.kind != "vllm":
+        if self.distributed_executor_backend is not None and not traits.executor_backend:
             raise rule_error(
-                "distributed_executor_backend applies to kind = 'vllm' only",
+                f"distributed_executor_backend applies to kind = {_kinds_where('executor_backend')} only",
                 "remove distributed_executor_backend",
                 field="distributed_executor_backend",
             )
         return self._bind()
 
-    def _openai(self) -> EngineConfig:
+    def _attached(self) -> EngineConfig:
         # Nothing is launched: the user runs the servers, every group names its endpoint.
         for name in ("python", "command", "distributed_executor_backend"):
             if getattr(self, name) is not None:
                 raise rule_error(
-                    f"kind = 'openai' measures servers you already run and starts nothing: {name} does not apply",
+                    f"kind = {self.kind!r} measures servers you already run and starts nothing: {name} does not apply",
                     f"remove {name}; give every group an endpoint = {{ base_url = ..., model = ... }}",
                     field=name,
                 )
         if self.args:
             raise rule_error(
-                "kind = 'openai' starts no server: engine arguments do not apply",
+                f"kind = {self.kind!r} starts no server: engine arguments do not apply",
                 "remove args; configure your servers yourself",
                 field="args",
             )
@@ -213,6 +233,18 @@ class RunConfig(PlanSection):
     ] = Field(default=(1,), description="client concurrency levels; one scenario per workload and level")
     warmup_requests: Annotated[int, Strict(), Field(ge=0, le=100_000)] = 1
     repeats: Annotated[int, Strict(), Field(ge=1, le=1000)] = 3
+    launches: Annotated[int, Strict(), Field(ge=1, le=20)] = Field(
+        default=1,
+        description="independent server launches per group; with 2 or more the groups run in mirrored rounds "
+        "(plan order, then reversed: B C1 C2 C2 C1 B) so slow drift cancels, and every interval includes the "
+        "launch-to-launch variation",
+    )
+    max_launches: Annotated[int, Strict(), Field(ge=2, le=20)] | None = Field(
+        default=None,
+        description="sequential launches: after the planned `launches`, a candidate whose speedup interval still "
+        "straddles a threshold its decision uses gets another launch (with its baseline) until every pair is "
+        "settled or this many launches ran; intervals are then computed at the Bonferroni level over the looks",
+    )
     request_timeout_s: Seconds = 300.0
     scenario_timeout_s: Seconds = 3600.0
     prefix_cache: Literal["fresh_server", "disabled", "salt"] = "fresh_server"
@@ -237,7 +269,7 @@ class RunConfig(PlanSection):
 
     @model_serializer(mode="wrap")
     def _omit_new_defaults(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        return _omit_at_default(handler(self), {"early_stop": True})
+        return _omit_at_default(handler(self), {"early_stop": True, "launches": 1, "max_launches": None})
 
     @field_validator("concurrency")
     @classmethod
@@ -270,6 +302,12 @@ class RunConfig(PlanSection):
                 "burstiness applies to load = 'gamma' only",
                 'remove burstiness, or set load = "gamma"',
                 field="burstiness",
+            )
+        if self.max_launches is not None and self.max_launches < self.launches:
+            raise rule_error(
+                f"max_launches {self.max_launches} is below launches {self.launches}",
+                f"set max_launches to at least {self.launches}, or remove it",
+                field="max_launches",
             )
         if self.scenario_timeout_s < self.request_timeout_s:
             raise rule_error(

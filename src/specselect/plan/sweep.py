@@ -3,12 +3,17 @@
     num_speculative_tokens = [1, 3, 5]          # one sub-candidate per length
     sweep = { prompt_lookup_max = [3, 5] }      # option -> values; the cartesian product of every key
 
+    measure_schedule = true                     # and <name>.schedule: the per-batch-size schedule derived
+                                                # from the lengths' measurements, measured on its own server
+
 The plan expands such an entry into ordinary candidates (scalar length, scalar options) named
 `<name>.k<N>` for the length and `.<key>-<value>` per grid key, keys in sorted order (so neither the names
 nor the plan hash depend on how the table is written): `g1_ngram.k3.prompt_lookup_max-5`. Lengths vary
 slowest, then the grid keys in sorted order. Each sub-candidate records its `SweepOrigin`; a dumped plan
 holds the expanded entries and validates again unchanged (an entry whose `sweep` is an origin is not
-expanded again).
+expanded again). With `measure_schedule`, one more candidate `<name>.schedule` follows the sub-candidates: the
+largest length, the same options, and `schedule_of = "<name>"`; the runner fills in its schedule once the
+sub-candidates ran (see `specselect.evidence.sweeps.schedule`).
 """
 
 from __future__ import annotations
@@ -23,11 +28,20 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, Strict, StrictBool, StrictInt, StrictStr, model_validator
 from pydantic_core import PydanticCustomError
 
-from specselect.plan.rules import BASELINE_FAMILY, BASELINE_GROUP, TRACK_BASELINE_PATTERN, NameStr, rule_error
+from specselect.plan.rules import (
+    BASELINE_FAMILY,
+    BASELINE_GROUP,
+    ENGINE_KINDS,
+    TRACK_BASELINE_PATTERN,
+    NameStr,
+    rule_error,
+)
 
 __all__ = [
     "LENGTH_AXIS",
     "MAX_SUB_CANDIDATES",
+    "SCHEDULE_OPTION",
+    "SCHEDULE_SUFFIX",
     "SweepError",
     "SweepExpansion",
     "SweepOrigin",
@@ -40,6 +54,10 @@ __all__ = [
 
 LENGTH_AXIS = "num_speculative_tokens"
 """The axis name of the proposal length (in `SweepOrigin.values` and `.axes`)."""
+SCHEDULE_OPTION = "measure_schedule"
+"""The entry key that adds the derived per-batch-size schedule as its own candidate."""
+SCHEDULE_SUFFIX = ".schedule"
+"""The schedule candidate's name is its entry's name plus this."""
 MAX_SUB_CANDIDATES = 64
 """At most this many sub-candidates from one entry: each one is a server start and a full measurement."""
 _MAX_NAME_LENGTH = 100
@@ -131,7 +149,11 @@ def declares_sweep(entry: Any) -> bool:
     """True for a raw `[[candidates]]` table that asks to be expanded (a length list or an option grid)."""
     if not isinstance(entry, dict):
         return False
-    return isinstance(entry.get(LENGTH_AXIS), list) or ("sweep" in entry and not is_origin(entry["sweep"]))
+    return (
+        isinstance(entry.get(LENGTH_AXIS), list)
+        or ("sweep" in entry and not is_origin(entry["sweep"]))
+        or SCHEDULE_OPTION in entry
+    )
 
 
 def _error(loc: tuple[str | int, ...], message: str, fix: str) -> SweepError:
@@ -220,6 +242,48 @@ def _check_grid(grid: Any, options: Mapping[str, Any], refused: Mapping[str, str
     return errors
 
 
+def _check_schedule(entry: dict[str, Any]) -> list[SweepError]:
+    if SCHEDULE_OPTION not in entry:
+        return []
+    loc: tuple[str | int, ...] = (SCHEDULE_OPTION,)
+    value = entry[SCHEDULE_OPTION]
+    if type(value) is not bool:
+        return [
+            _error(loc, f"{SCHEDULE_OPTION} must be true or false (got {_shown(value)})", f"{SCHEDULE_OPTION} = true")
+        ]
+    if not value:
+        return []
+    if not isinstance(entry.get(LENGTH_AXIS), list):
+        return [
+            _error(
+                loc,
+                f"{SCHEDULE_OPTION} needs {LENGTH_AXIS} as a list: the lengths the schedule chooses from",
+                f"write e.g. {_EXAMPLE_LENGTHS} (a single length [3] gives a cut-off schedule)",
+            )
+        ]
+    if "sweep" in entry:
+        return [
+            _error(
+                loc,
+                f"{SCHEDULE_OPTION} derives one schedule over proposal lengths; an option grid would need one per "
+                "combination",
+                f"remove sweep = {{...}}, or put the grid in its own entry without {SCHEDULE_OPTION}",
+            )
+        ]
+    return []
+
+
+def _schedule_entry(entry: dict[str, Any], name: str, lengths: list[Any]) -> dict[str, Any]:
+    sub = {key: value for key, value in entry.items() if key not in (LENGTH_AXIS, "sweep", SCHEDULE_OPTION)}
+    sub.update({"name": name + SCHEDULE_SUFFIX, LENGTH_AXIS: max(lengths), "schedule_of": name})
+    return sub
+
+
+def _attaches(engine_kind: str | None) -> bool:
+    kind = ENGINE_KINDS.get(engine_kind) if engine_kind is not None else None
+    return kind is not None and not kind.launches_servers
+
+
 def _check_role(entry: dict[str, Any], where: tuple[str | int, ...], engine_kind: str | None) -> list[SweepError]:
     name = entry.get("name")
     baseline = entry.get("family") == BASELINE_FAMILY or (
@@ -227,7 +291,7 @@ def _check_role(entry: dict[str, Any], where: tuple[str | int, ...], engine_kind
     )
     if baseline:
         return [_error(where, "a baseline runs the target alone and cannot be swept", "remove the list or sweep")]
-    if engine_kind == "openai" or "endpoint" in entry:
+    if _attaches(engine_kind) or "endpoint" in entry:
         return [
             _error(
                 where,
@@ -249,7 +313,11 @@ def expand_entry(entry: dict[str, Any], *, engine_kind: str | None, refused: Map
         errors += _check_lengths(lengths)
     if "sweep" in entry:
         errors += _check_grid(grid, options if isinstance(options, dict) else {}, refused)
+    errors += _check_schedule(entry)
     name = entry.get("name")
+    if not errors and not isinstance(lengths, list) and "sweep" not in entry:
+        # `measure_schedule = false` on an entry that sweeps nothing: an ordinary candidate.
+        return SweepExpansion(({k: v for k, v in entry.items() if k != SCHEDULE_OPTION},), ())
     if errors or not isinstance(name, str) or not isinstance(options, dict) or not isinstance(grid, dict):
         # An unusable name or options table is reported by the candidate's own validation.
         return SweepExpansion((), tuple(errors))
@@ -277,11 +345,13 @@ def expand_entry(entry: dict[str, Any], *, engine_kind: str | None, refused: Map
             message = f"sub-candidate name {sub_name[:40]!r}... is {len(sub_name)} characters long"
             fix = f"shorten the candidate name so every sub-candidate name has at most {_MAX_NAME_LENGTH}"
             return SweepExpansion((), (_error(("name",), message, fix),))
-        sub = {key: value for key, value in entry.items() if key not in (LENGTH_AXIS, "sweep")}
+        sub = {key: value for key, value in entry.items() if key not in (LENGTH_AXIS, "sweep", SCHEDULE_OPTION)}
         if length is not None:
             sub[LENGTH_AXIS] = length
         sub["name"] = sub_name
         sub["options"] = {**options, **dict(zip(keys, point, strict=True))}
         sub["sweep"] = {"parent": name, "values": values, "axes": list(axes)}
         out.append(sub)
+    if entry.get(SCHEDULE_OPTION) is True:
+        out.append(_schedule_entry(entry, name, length_values))
     return SweepExpansion(tuple(out), ())

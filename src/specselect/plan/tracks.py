@@ -16,11 +16,11 @@ ratios (candidate / its own track's baseline) may be compared across tracks, nev
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from specselect.common.canonical import canonical_json
 from specselect.plan.candidates import Candidate
 from specselect.plan.overrides import TargetOverride, effective_target
 from specselect.plan.rules import BASELINE_FAMILY, BASELINE_GROUP, TRACK_SEPARATOR
@@ -51,7 +51,7 @@ class Track:
 
 def target_key(target: TargetConfig) -> str:
     """Canonical JSON of a target: equal keys mean the same track."""
-    return json.dumps(target.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    return canonical_json(target.model_dump(mode="json"))
 
 
 def track_slug(target: TargetConfig) -> str:

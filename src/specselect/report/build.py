@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from specselect.artifacts.io import atomic_write_text
 from specselect.artifacts.layout import RunLayout
+from specselect.common.fileio import atomic_write_text
 from specselect.report.data import ReportData, load_report_data
 from specselect.report.html import render_html
 from specselect.report.markdown import render_markdown

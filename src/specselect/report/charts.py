@@ -1,7 +1,8 @@
 """The report's chart types, drawn on `svg.Canvas`: bars with error bars, box + strip plots, scatter and lines.
 
 Each function takes plain values (no result documents) and returns one `<svg>` string with a title, axis labels
-and a legend. Missing values are simply not drawn; callers say elsewhere why something is absent.
+and a legend; `size` is its (width, height) in px. Missing values are simply not drawn; callers say elsewhere
+why something is absent.
 """
 
 from __future__ import annotations
@@ -133,8 +134,7 @@ def bar_chart(
     series: Sequence[BarSeries],
     ref_lines: Sequence[RefLine] = (),
     interval_label: str | None = None,
-    width: int = 640,
-    height: int = 360,
+    size: tuple[int, int] = (640, 360),
 ) -> str:
     """Grouped vertical bars from 0, one group per category, with optional error bars and reference lines."""
     values = [v for s in series for v in _finite([*s.values, *s.highs])]
@@ -148,8 +148,7 @@ def bar_chart(
         y_range=(0.0, _y_top(values, ref_lines)),
         legend=[*legend, *_ref_legend(ref_lines)],
         categories=categories,
-        width=width,
-        height=height,
+        size=size,
     )
     slot = canvas.band * 0.8 / max(len(series), 1)
     bar_w = min(slot * 0.85, 56.0)
@@ -196,8 +195,7 @@ def box_chart(
     x_label: str,
     y_label: str,
     boxes: Sequence[BoxSeries],
-    width: int = 420,
-    height: int = 340,
+    size: tuple[int, int] = (420, 340),
 ) -> str:
     """One box per series (p25-p75, median line, p5-p95 whiskers) with every observation as a dot."""
     values = [v for b in boxes for v in _finite(b.values)]
@@ -214,8 +212,7 @@ def box_chart(
         y_range=(0.0, _y_top(values, ())),
         legend=legend,
         categories=[b.label for b in boxes],
-        width=width,
-        height=height,
+        size=size,
     )
     box_w = min(canvas.band * 0.5, 60.0)
     for box, x in zip(boxes, canvas.centres(), strict=True):
@@ -266,8 +263,7 @@ def scatter_chart(
     y_label: str,
     points: Sequence[ScatterPoint],
     diagonal_label: str | None = None,
-    width: int = 560,
-    height: int = 400,
+    size: tuple[int, int] = (560, 400),
 ) -> str:
     """Points on linear axes from 0 (both axes share one range when a y = x diagonal is drawn)."""
     xs = _finite([p.x for p in points])
@@ -288,8 +284,7 @@ def scatter_chart(
         y_range=(0.0, y_top),
         x_range=(0.0, x_top),
         legend=legend,
-        width=width,
-        height=height,
+        size=size,
     )
     if diagonal_label is not None:
         end = min(canvas.x_ticks[-1], canvas.y_ticks[-1])
@@ -326,8 +321,7 @@ def line_chart(
     series: Sequence[LineSeries],
     ref_lines: Sequence[RefLine] = (),
     interval_label: str | None = None,
-    width: int = 560,
-    height: int = 360,
+    size: tuple[int, int] = (560, 360),
 ) -> str:
     """Lines over the sorted distinct x values (evenly spaced, labelled by value), with optional intervals."""
     xs = sorted({p.x for s in series for p in s.points})
@@ -342,8 +336,7 @@ def line_chart(
         y_range=(0.0, _y_top(values, ref_lines)),
         legend=[*legend, *_ref_legend(ref_lines)],
         categories=[fmt_num(x) for x in xs],
-        width=width,
-        height=height,
+        size=size,
     )
     where = dict(zip(xs, canvas.centres(), strict=True))
     _draw_refs(canvas, ref_lines)

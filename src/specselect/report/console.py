@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from rich.console import Console
 from rich.table import Table
 
-from specselect.artifacts.results import AdmissionFile, EvidenceFile, GroupResult, ScenarioEvidence
+from specselect.artifacts.results import AdmissionFile, EvidenceFile, GroupResult
+from specselect.evidence.pipeline import ScenarioEvidence
 
 __all__ = [
     "DECISION_COLUMNS",
@@ -134,17 +135,22 @@ def admission_table(admission: AdmissionFile) -> Table:
     for col in ("candidate", "family", "status", "gate", "reason"):
         table.add_column(col)
     for r in admission.results:
-        table.add_row(r.candidate, r.family, r.run_status.value, r.gate, r.reason)
+        table.add_row(r.candidate, r.family, r.run_status.value, r.gate, r.explained)
     return table
 
 
 def groups_table(groups: Sequence[GroupResult]) -> Table:
     """Per group: how it ended, start-up time and the log to read."""
     table = Table(title="Groups", title_justify="left")
-    for col in ("group", "run_status", "reason", "startup", "scenarios", "log"):
+    for col in ("group", "run_status", "reason", "launches", "startup", "scenarios", "log"):
         table.add_column(col, overflow="fold")
     for g in groups:
-        startup = f"{g.launch.startup_s:.1f} s" if g.launch and g.launch.startup_s is not None else "-"
-        done = sum(1 for s in g.scenarios if s.status == "completed")
-        table.add_row(g.group, g.run_status.value, g.reason, startup, str(done), g.log_path or "-")
+        lives = [g, *g.relaunches] if g.launch is not None else []
+        launched = (
+            f"{sum(1 for x in lives if x.run_status.value == 'completed')}/{g.launches_planned}" if lives else "-"
+        )
+        startups = [f"{x.launch.startup_s:.1f}" for x in lives if x.launch and x.launch.startup_s is not None]
+        startup = f"{', '.join(startups)} s" if startups else "-"
+        done = sum(1 for s in g.all_scenario_runs() if s.status == "completed")
+        table.add_row(g.group, g.run_status.value, g.reason, launched, startup, str(done), g.log_path or "-")
     return table

@@ -7,7 +7,6 @@ another tool refuses the whole directory with a `ResultsError` naming the file a
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,25 +14,23 @@ from typing import TypeVar
 
 from pydantic import BaseModel
 
-import specselect
 from specselect.artifacts.layout import RunLayout
 from specselect.artifacts.results import (
-    RESULTS_SCHEMA_VERSION,
     AdmissionFile,
     EvidenceFile,
     GroupResult,
     Handoff,
     Manifest,
     PreflightFile,
-    ScenarioEvidence,
 )
 from specselect.artifacts.store import load_document, load_records
 from specselect.errors import ResultsError
+from specselect.evidence.pipeline import ScenarioEvidence
 from specselect.measure.metrics import e2e_ms, tpot_ms, ttft_ms
 
-__all__ = ["LatencySamples", "ReportData", "load_report_data"]
-
 M = TypeVar("M", bound=BaseModel)
+
+__all__ = ["LatencySamples", "ReportData", "load_report_data"]
 
 
 @dataclass(frozen=True)
@@ -96,35 +93,11 @@ class ReportData:
         return tuple(e for e in self.evidence.entries if scenario is None or e.scenario == scenario)
 
 
-def _check_version(path: Path) -> None:
-    """Refuse another schema version with the version that wrote the file and what to do about it."""
-    try:
-        raw = json.loads(path.read_bytes().decode("utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
-        return  # load_document reports unreadable files with the parser's message
-    if not isinstance(raw, dict) or raw.get("tool", "specselect") != "specselect":
-        return
-    version = raw.get("schema_version")
-    if version is not None and version != RESULTS_SCHEMA_VERSION:
-        writer = raw.get("tool_version", "an unknown version")
-        raise ResultsError(
-            f"result schema_version {version!r} (written by specselect {writer}); this specselect "
-            f"{specselect.__version__} reads schema_version {RESULTS_SCHEMA_VERSION}",
-            location=str(path),
-            fix=f"render it with specselect {writer}, or re-run the plan with this version",
-        )
-
-
-def _load(path: Path, model: type[M]) -> M:
-    _check_version(path)
-    return load_document(path, model)
-
-
 def _optional(path: Path, model: type[M], notes: list[str], why: str) -> M | None:
     if not path.exists():
         notes.append(f"{path.name} is missing: {why}")
         return None
-    return _load(path, model)
+    return load_document(path, model)
 
 
 def _latencies(layout: RunLayout, group: GroupResult, notes: list[str]) -> dict[tuple[str, str], LatencySamples]:
@@ -164,7 +137,7 @@ def load_report_data(results_dir: Path) -> ReportData:
             location=str(root),
             fix="give results/<label> of a `specselect run`",
         )
-    manifest = _load(layout.manifest, Manifest)
+    manifest = load_document(layout.manifest, Manifest)
     notes: list[str] = []
     preflight = _optional(layout.preflight, PreflightFile, notes, "identities and host facts are not shown")
     admission = _optional(layout.admission, AdmissionFile, notes, "the admission matrix is not shown")
@@ -178,7 +151,7 @@ def load_report_data(results_dir: Path) -> ReportData:
         if not path.exists():
             notes.append(f"{entry.summary} is missing: group {entry.name} is shown from the manifest only")
             continue
-        group = _load(path, GroupResult)
+        group = load_document(path, GroupResult)
         groups.append(group)
         latencies.update(_latencies(layout, group, notes))
     evidence: EvidenceFile | None = None

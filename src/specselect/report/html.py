@@ -1,7 +1,8 @@
 """`report.html`: one self-contained page (inline CSS and SVG, no script, no external resource).
 
-Sections in reading order: decisions, verdicts, admission, groups, measurements, plots, identities and
-environment, commands, files. Every string from the results is escaped: plan values and names are user input.
+Sections in reading order: decisions, verdicts, where it pays (segments), sweeps, how sure, admission,
+groups, measurements, plots, identities and environment, commands, files. Every string from the results is escaped:
+plan values and names are user input.
 """
 
 from __future__ import annotations
@@ -12,11 +13,21 @@ import urllib.parse
 from collections.abc import Callable, Iterable, Sequence
 
 from specselect.artifacts.results import GroupResult
-from specselect.core.admission import AdmissionResult
+from specselect.core.gates import AdmissionResult
 from specselect.report.data import ReportData
+from specselect.report.evidence_tables import launches_spec, noise_floor_spec, prediction_spec
+from specselect.report.handoff_tables import mix_lines, mix_spec, serve_blocks
 from specselect.report.plots import FigureSection, build_plots
+from specselect.report.segment_tables import segment_lead, segment_lines, segment_spec
 from specselect.report.svg import esc
-from specselect.report.sweep_tables import budget_line, crossover_spec, early_stop_lines, goodput_spec, length_spec
+from specselect.report.sweep_tables import (
+    budget_line,
+    crossover_spec,
+    early_stop_lines,
+    goodput_spec,
+    length_spec,
+    schedule_specs,
+)
 from specselect.report.tables import (
     TableSpec,
     admission_spec,
@@ -37,12 +48,14 @@ __all__ = ["CSP", "render_html"]
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 """The page's Content-Security-Policy: nothing may load or run, so it behaves the same offline."""
 
-_PILL_COLUMNS = frozenset({"run", "evidence", "decision", "parity", "status"})
+_PILL_COLUMNS = frozenset({"run", "evidence", "decision", "parity", "status", "outcome"})
 _NUM_COLUMNS = frozenset({"speedup [95% CI]", "TTFT p95", "E2E p95", "peak memory", "start-up", "scenarios done"})
 _SECTIONS = (
     ("decisions", "Decisions"),
     ("verdicts", "Verdicts"),
+    ("segments", "Where it pays"),
     ("sweeps", "Sweeps"),
+    ("certainty", "How sure"),
     ("admission", "Admission"),
     ("groups", "Groups"),
     ("measurements", "Measurements"),
@@ -139,7 +152,24 @@ def _decisions(data: ReportData) -> str:
     )
     recos = "".join(f"<li><b>{esc(s)}</b>{esc(text)}</li>" for s, text in recommendations(data))
     reco = f'<h3>Recommendation per scenario</h3><ul class="reco">{recos}</ul>' if recos else ""
-    return _section("decisions", "Decisions", _table(spec, table_id="decision-table") + reco, lead)
+    return _section("decisions", "Decisions", _table(spec, table_id="decision-table") + reco + _mix(data), lead)
+
+
+def _mix(data: ReportData) -> str:
+    lines = mix_lines(data)
+    if not lines:
+        return ""
+    parts = ['<h3>For your traffic mix</h3><ul class="reco">' + "".join(f"<li>{esc(x)}</li>" for x in lines) + "</ul>"]
+    spec = mix_spec(data)
+    if spec is not None:
+        parts.append(_table(spec, table_id="mix-table"))
+    for block in serve_blocks(data):
+        note = f'<p class="hint">{esc(block.note)}</p>' if block.note else ""
+        parts.append(
+            f"<h3>What to type: {esc(block.title)}</h3><pre>{esc(block.command)}</pre>"
+            f'<p class="hint">measured on {esc(block.measured_on)}</p>{note}'
+        )
+    return "".join(parts)
 
 
 def _verdicts(data: ReportData) -> str:
@@ -154,6 +184,16 @@ def _verdicts(data: ReportData) -> str:
     return _section("verdicts", "Verdicts per candidate", body)
 
 
+def _segments(data: ReportData) -> str:
+    spec, lead = segment_spec(data), segment_lead(data)
+    title = "Where it pays: input length and category"
+    if spec is None or lead is None:
+        none = "No segments: no candidate was measured against its baseline, or these results predate segments."
+        return _section("segments", title, f'<p class="hint">{none}</p>')
+    lines = "".join(f"<li><b>{esc(where)}</b>{esc(text)}</li>" for where, text in segment_lines(data))
+    return _section("segments", title, f'<ul class="reco">{lines}</ul>' + _table(spec, table_id="segment-table"), lead)
+
+
 def _sweeps(data: ReportData) -> str:
     parts = []
     for title, spec in (
@@ -163,6 +203,8 @@ def _sweeps(data: ReportData) -> str:
     ):
         if spec is not None:
             parts.append(f"<h3>{esc(title)}</h3>{_table(spec)}")
+    for title, spec in schedule_specs(data):
+        parts.append(f"<h3>Per-batch-size schedule vs static vs off: {esc(title)}</h3>{_table(spec)}")
     stops = early_stop_lines(data)
     if stops:
         parts.append("<h3>Early stops</h3><ul>" + "".join(f"<li>{esc(line)}</li>" for line in stops) + "</ul>")
@@ -189,6 +231,40 @@ def _facts_cell(result: AdmissionResult) -> str:
         else ""
     )
     return f"<td>{chips or '-'}{more}</td>"
+
+
+_CERTAINTY_TABLES = (
+    (
+        "A/A noise floor",
+        noise_floor_spec,
+        "The baseline against independent launches of itself: identical servers land inside the band, so an "
+        "accepted speedup's interval must lie above it. 'As a candidate' is what the plan's rule decides for this "
+        "pair: an accept there means the machine drifted between launches by more than the thresholds allow.",
+    ),
+    (
+        "Launches",
+        launches_spec,
+        "THE speedup pooled over every launch of both sides; its interval includes how much launches differ. "
+        "A rerun of the same plan is expected to put its point inside 'a rerun's point'.",
+    ),
+    (
+        "Predicted vs measured decode speedup",
+        prediction_spec,
+        "Predicted from the candidate's acceptance telemetry and a verify-cost model fitted to the baseline's own "
+        "prefill -- never from the candidate's timing -- so it can be wrong; the error says by how much.",
+    ),
+)
+
+
+def _certainty(data: ReportData) -> str:
+    parts = []
+    for title, spec_of, lead in _CERTAINTY_TABLES:
+        spec = spec_of(data)
+        if spec is not None:
+            parts.append(f'<h3>{esc(title)}</h3><p class="lead">{esc(lead)}</p>{_table(spec)}')
+    if not parts:
+        return _section("certainty", "How sure", '<p class="hint">One launch per group and no prediction.</p>')
+    return _section("certainty", "How sure", "".join(parts))
 
 
 def _admission(data: ReportData) -> str:
@@ -285,7 +361,9 @@ def render_html(data: ReportData, *, link_base: str = "") -> str:
         _notes(data.notes),
         _decisions(data),
         _verdicts(data),
+        _segments(data),
         _sweeps(data),
+        _certainty(data),
         _admission(data),
         _section("groups", "Groups", _table(groups, table_id="groups-table") + _log_tails(data.groups)),
         _section(

@@ -8,7 +8,17 @@ import html
 import re
 
 from specselect.report.data import ReportData
-from specselect.report.sweep_tables import budget_line, crossover_spec, early_stop_lines, goodput_spec, length_spec
+from specselect.report.evidence_tables import launches_spec, noise_floor_spec, prediction_spec
+from specselect.report.handoff_tables import mix_lines, mix_spec, serve_blocks
+from specselect.report.segment_tables import segment_lead, segment_lines, segment_spec
+from specselect.report.sweep_tables import (
+    budget_line,
+    crossover_spec,
+    early_stop_lines,
+    goodput_spec,
+    length_spec,
+    schedule_specs,
+)
 from specselect.report.tables import (
     TableSpec,
     admission_spec,
@@ -59,6 +69,8 @@ def _sweeps(data: ReportData) -> list[str]:
     ):
         if spec is not None:
             out.extend(["", f"### {md_text(title)}", "", md_table(spec)])
+    for title, spec in schedule_specs(data):
+        out.extend(["", f"### {md_text('Per-batch-size schedule vs static vs off: ' + title)}", "", md_table(spec)])
     stops = early_stop_lines(data)
     if stops:
         out.extend(["", "**Early stops**", ""])
@@ -67,6 +79,43 @@ def _sweeps(data: ReportData) -> list[str]:
     if budget is not None:
         out.extend(["", f"**Budget**: {md_text(budget)}"])
     return ["", "## Sweeps", *out] if out else []
+
+
+def _mix(data: ReportData) -> list[str]:
+    lines = mix_lines(data)
+    if not lines:
+        return []
+    out = ["", "**For your traffic mix**", "", *(f"- {md_text(line)}" for line in lines)]
+    spec = mix_spec(data)
+    if spec is not None:
+        out.extend(["", md_table(spec)])
+    for block in serve_blocks(data):
+        out.extend(["", f"**What to type: {md_text(block.title)}** (measured on {md_text(block.measured_on)})", ""])
+        out.append(_fence(block.command))
+        if block.note:
+            out.extend(["", f"> {md_text(block.note)}"])
+    return out
+
+
+def _segments(data: ReportData) -> list[str]:
+    spec, lead = segment_spec(data), segment_lead(data)
+    if spec is None or lead is None:
+        return []
+    out = ["", "## Where it pays: input length and category", "", md_text(lead), ""]
+    out.extend(f"- **{md_text(where)}**: {md_text(text)}" for where, text in segment_lines(data))
+    return [*out, "", md_table(spec)]
+
+
+def _certainty(data: ReportData) -> list[str]:
+    out: list[str] = []
+    for title, spec in (
+        ("A/A noise floor: the baseline against its own launches", noise_floor_spec(data)),
+        ("Launches: THE speedup over every launch, launch noise included", launches_spec(data)),
+        ("Predicted vs measured decode speedup", prediction_spec(data)),
+    ):
+        if spec is not None:
+            out.extend(["", f"### {md_text(title)}", "", md_table(spec)])
+    return ["", "## How sure", *out] if out else []
 
 
 def render_markdown(data: ReportData) -> str:
@@ -93,6 +142,7 @@ def render_markdown(data: ReportData) -> str:
     if recos:
         out.extend(["", "**Recommendation per scenario**", ""])
         out.extend(f"- **{md_text(s)}**: {md_text(text)}" for s, text in recos)
+    out.extend(_mix(data))
     out.extend(["", "## Verdicts per candidate", ""])
     for v in verdicts(data):
         hint = f" — {md_text(v.hint)}" if v.hint else ""
@@ -100,7 +150,9 @@ def render_markdown(data: ReportData) -> str:
             f"- **{md_text(v.candidate)}** ({md_text(v.family)}, {md_text(v.run_status)}: {md_text(v.reason)}): "
             f"{md_text(v.verdict)}{hint}"
         )
+    out.extend(_segments(data))
     out.extend(_sweeps(data))
+    out.extend(_certainty(data))
     adm = admission_spec(data)
     if adm is not None:
         out.extend(["", "## Admission matrix", "", md_table(adm)])

@@ -17,7 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from specselect.artifacts.results import GroupResult, ScenarioEvidence
+from specselect.artifacts.results import GroupResult
+from specselect.evidence.pipeline import ScenarioEvidence
 from specselect.report.charts import (
     BarSeries,
     BoxSeries,
@@ -142,8 +143,7 @@ def _speedup_section(data: ReportData, colours: dict[str, str], omitted: list[st
         series=series,
         ref_lines=_speedup_refs(data),
         interval_label=f"{_level(data)} interval",
-        width=1100,
-        height=400,
+        size=(1100, 400),
     )
     intro = (
         "Output-throughput ratio candidate / baseline on the same requests; whiskers are the paired bootstrap "
@@ -206,8 +206,7 @@ def _acceptance_figure(
         y_label="accepted at position / drafts (fraction)",
         categories=[str(i + 1) for i in range(positions)],
         series=series,
-        width=560,
-        height=360,
+        size=(560, 360),
     )
     return Figure(_slug("fig-acceptance", scenario), svg, "From the engine's per-position acceptance counters.")
 

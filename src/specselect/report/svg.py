@@ -109,7 +109,8 @@ def _f(value: float) -> str:
 class Canvas:
     """One chart: title, wrapped legend rows, a plot area with a linear y axis and a categorical or linear x axis.
 
-    Create it, draw marks with the scales (`y`, and `x` or `centres`), then `render()`.
+    Create it, draw marks with the scales (`y`, and `x` or `centres`), then `render()`. `size` is (width, height)
+    in px.
     """
 
     def __init__(
@@ -122,15 +123,14 @@ class Canvas:
         legend: Sequence[LegendEntry] = (),
         categories: Sequence[str] = (),
         x_range: tuple[float, float] | None = None,
-        width: int = 640,
-        height: int = 360,
+        size: tuple[int, int] = (640, 360),
     ) -> None:
         self.title, self.x_label, self.y_label = title, x_label, y_label
-        self.width, self.height = width, height
+        self.width, self.height = size
         self.legend = tuple(legend)
         self.categories = tuple(categories)
         self.parts: list[str] = []
-        self.left, self.right = 70.0, width - 18.0
+        self.left, self.right = 70.0, self.width - 18.0
         legend_rows = self._legend_rows()
         self.top = 40.0 + 20.0 * len(legend_rows) + (8.0 if legend_rows else 0.0)
         self._rotate = False
@@ -139,7 +139,7 @@ class Canvas:
             widest = max(text_width(c) for c in self.categories)
             self._rotate = widest > band * 0.92
         label_room = 14.0 + (min(max(text_width(c) for c in self.categories), 170.0) * 0.5 if self._rotate else 4.0)
-        self.bottom = height - 28.0 - label_room
+        self.bottom = self.height - 28.0 - label_room
         self.y_ticks = nice_ticks(*y_range)
         self.y = LinearScale(self.y_ticks[0], self.y_ticks[-1], self.bottom, self.top)
         self.x_ticks = nice_ticks(*x_range) if x_range is not None else []
@@ -187,16 +187,17 @@ class Canvas:
 
     def _swatch(self, entry: LegendEntry, x: float, y: float) -> str:
         colour = esc(entry.colour)
-        if entry.kind == "box":
-            return f'<rect x="{_f(x)}" y="{_f(y - 6)}" width="16" height="12" rx="2" fill="{colour}"/>'
-        if entry.kind == "dot":
-            return f'<circle cx="{_f(x + 8)}" cy="{_f(y)}" r="4.5" fill="{colour}"/>'
-        if entry.kind == "whisker":
-            return (
-                f'<path d="M{_f(x + 8)} {_f(y - 7)}V{_f(y + 7)}M{_f(x + 4)} {_f(y - 7)}H{_f(x + 12)}'
-                f'M{_f(x + 4)} {_f(y + 7)}H{_f(x + 12)}" stroke="{colour}" stroke-width="1.5" fill="none"/>'
-            )
-        dash = ' stroke-dasharray="5 3"' if entry.kind == "dash" else ""
+        match entry.kind:
+            case "box":
+                return f'<rect x="{_f(x)}" y="{_f(y - 6)}" width="16" height="12" rx="2" fill="{colour}"/>'
+            case "dot":
+                return f'<circle cx="{_f(x + 8)}" cy="{_f(y)}" r="4.5" fill="{colour}"/>'
+            case "whisker":
+                return (
+                    f'<path d="M{_f(x + 8)} {_f(y - 7)}V{_f(y + 7)}M{_f(x + 4)} {_f(y - 7)}H{_f(x + 12)}'
+                    f'M{_f(x + 4)} {_f(y + 7)}H{_f(x + 12)}" stroke="{colour}" stroke-width="1.5" fill="none"/>'
+                )
+        dash = ' stroke-dasharray="5 3"' if entry.kind in ("dash",) else ""
         return (
             f'<line x1="{_f(x)}" x2="{_f(x + 16)}" y1="{_f(y)}" y2="{_f(y)}" stroke="{colour}" '
             f'stroke-width="2.5"{dash}/>'

@@ -5,8 +5,8 @@ Plain-text cells (renderers escape them), read from `evidence.json`'s `sweeps` s
 
 from __future__ import annotations
 
-from specselect.artifacts.sweep_doc import SweepAnalysis
 from specselect.evidence.stats import RatioEstimate
+from specselect.evidence.sweeps import ScheduleCell, ScheduleComparison, SweepAnalysis
 from specselect.report.console import fmt_ratio
 from specselect.report.data import ReportData
 from specselect.report.tables import TableSpec
@@ -17,6 +17,7 @@ __all__ = [
     "early_stop_lines",
     "goodput_spec",
     "length_spec",
+    "schedule_specs",
     "sweep_analysis",
     "sweep_summary_lines",
 ]
@@ -99,6 +100,60 @@ def length_spec(data: ReportData) -> TableSpec | None:
         )
     columns = ("sweep", "fixed options", "scenario", "status", "use k", "best k", "speedup per length")
     return TableSpec(columns=columns, rows=tuple(rows))
+
+
+def _setting(cell: ScheduleCell | None) -> str:
+    if cell is None or cell.speedup_point is None:
+        return "-"
+    k = f"k={cell.proposal_length} " if cell.proposal_length is not None else ""
+    interval = (
+        f" [{cell.speedup_low:.2f}, {cell.speedup_high:.2f}]"
+        if cell.speedup_low is not None and cell.speedup_high is not None
+        else ""
+    )
+    return f"{k}{fmt_ratio(cell.speedup_point)}{interval} {cell.decision or ''}".strip()
+
+
+def _schedule_spec(comparison: ScheduleComparison) -> TableSpec:
+    names = sorted(comparison.controllers)
+    rows = []
+    for row in comparison.rows:
+        by_name = {c.candidate: c for c in row.controllers}
+        static = f"{row.static.candidate}: {_setting(row.static)}" if row.static is not None else "-"
+        rows.append(
+            (
+                f"{row.workload}-c{row.concurrency}",
+                "1.00x (baseline)",
+                static,
+                _setting(row.schedule),
+                *(_setting(by_name.get(name)) for name in names),
+                row.verdict,
+            )
+        )
+    columns = (
+        "scenario",
+        "off",
+        "best static",
+        f"schedule ({comparison.candidate})",
+        *(f"{name} ({comparison.controllers[name]})" for name in names),
+        "schedule vs static",
+    )
+    return TableSpec(columns=columns, rows=tuple(rows))
+
+
+def schedule_specs(data: ReportData) -> list[tuple[str, TableSpec]]:
+    """Per measured schedule: its ranges in words, and off vs best static vs schedule vs controllers per level."""
+    sweeps = sweep_analysis(data)
+    if sweeps is None:
+        return []
+    out = []
+    for comparison in sweeps.schedules:
+        ranges = ", ".join(
+            f"batch {first}{'+' if last is None else '' if last == first else f'-{last}'}: k={k}"
+            for first, last, k in comparison.schedule.ranges
+        )
+        out.append((f"{comparison.candidate} ({ranges})", _schedule_spec(comparison)))
+    return out
 
 
 def goodput_spec(data: ReportData) -> TableSpec | None:

@@ -11,8 +11,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from specselect.artifacts.results import GroupResult, HandoffCandidate, HandoffScenario, ScenarioRun
-from specselect.core.admission import AdmissionResult, FactValue
+from specselect.artifacts.results import (
+    GroupResult,
+    HandoffCandidate,
+    HandoffScenario,
+    Manifest,
+    PreflightFile,
+    ScenarioRun,
+)
+from specselect.common.hostfacts import HostInfo
+from specselect.core.gates import AdmissionResult, FactValue
+from specselect.evidence.pipeline import EvidencePolicy
 from specselect.measure.types import Stats
 from specselect.report.console import REPORT_DECISION_COLUMNS, fmt_mib, fmt_ratio, report_decision_rows
 from specselect.report.data import ReportData
@@ -101,9 +110,12 @@ def groups_spec(data: ReportData) -> TableSpec:
         if g is None:
             rows.append((entry.name, entry.role, entry.family, entry.run_status.value, entry.reason, "-", "-", "-"))
             continue
-        startup = f"{g.launch.startup_s:.1f} s" if g.launch and g.launch.startup_s is not None else "-"
-        done = sum(1 for s in g.scenarios if s.status == "completed")
-        scenarios = f"{done}/{len(g.scenarios)}" if g.scenarios else "-"
+        lives = [g, *g.relaunches]
+        startups = [f"{x.launch.startup_s:.1f} s" for x in lives if x.launch and x.launch.startup_s is not None]
+        startup = ", ".join(startups) or "-"
+        runs = g.all_scenario_runs()
+        done = sum(1 for s in runs if s.status == "completed")
+        scenarios = f"{done}/{len(runs)}" if runs else "-"
         rows.append((g.group, g.role, g.family, g.run_status.value, g.reason, g.hint or "-", startup, scenarios))
     columns = ("group", "role", "family", "run", "reason", "hint", "start-up", "scenarios done")
     return TableSpec(columns=columns, rows=tuple(rows))
@@ -122,14 +134,14 @@ def measurements_spec(data: ReportData) -> TableSpec | None:
     """Absolute numbers per group and scenario, baseline first: what the ratios were computed from."""
     rows = []
     for g in data.groups:
-        for s in g.scenarios:
+        for s in g.all_scenario_runs():
             summ = s.summary
             requests = f"{summ.n_success}/{summ.n_requests}" if summ else "-"
             tput = f"{summ.output_throughput_tok_s:.1f}" if summ and summ.output_throughput_tok_s else "-"
             rows.append(
                 (
                     g.group,
-                    s.scenario,
+                    f"{s.scenario} (launch {s.launch + 1})" if g.relaunches else s.scenario,
                     s.status if not s.error else f"{s.status}: {s.error}",
                     requests,
                     tput,
@@ -233,10 +245,11 @@ def _plan_items(plan: Mapping[str, Any]) -> list[tuple[str, str]]:
     return items
 
 
-def identity_sections(data: ReportData) -> list[tuple[str, list[tuple[str, str]]]]:
-    """Titled key/value lists: run, engine, models, workloads, measurement, policy and host."""
-    m, pre = data.manifest, data.preflight
-    run = [
+_Items = list[tuple[str, str]]
+
+
+def _run_items(m: Manifest) -> _Items:
+    return [
         ("label", m.label),
         ("status", m.status),
         ("created / updated", f"{m.created_at} / {m.updated_at}"),
@@ -244,75 +257,98 @@ def identity_sections(data: ReportData) -> list[tuple[str, list[tuple[str, str]]
         ("plan hash", m.plan_hash),
         ("specselect", f"{m.tool_version} (results schema {m.schema_version})"),
     ]
+
+
+def _engine_items(m: Manifest, pre: PreflightFile | None) -> _Items:
     engine = [("engine", f"{m.engine_kind} {m.engine_version or '(version unknown)'}")]
+    if pre is None:
+        return engine
+    if pre.engine_python:
+        engine.append(("engine python", pre.engine_python))
+    if pre.engine is not None:
+        caps = pre.engine
+        engine.append(("device", f"{caps.device_kind}: " + ", ".join(d.name for d in caps.devices)))
+        engine.append(("memory budget", f"{caps.memory_budget_mb:,} MiB ({caps.memory_budget_basis})"))
+        engine.append(("versions", ", ".join(f"{k} {v or '-'}" for k, v in sorted(caps.versions.items()))))
+    return engine
+
+
+def _resolved_model_items(pre: PreflightFile) -> _Items:
+    """The preflight's resolved identities: the target, other tracks' targets, the proposers."""
+    models = []
+    target = pre.target
+    if target is not None:
+        arch = ", ".join(target.architectures) or "-"
+        models.append(("target architecture", f"{arch} ({target.model_type or '-'})"))
+        if target.num_params:
+            models.append(("target parameters", f"{target.num_params:,}"))
+    for track, resolved in pre.tracks.items():
+        if target is None or resolved.snapshot != target.snapshot:
+            models.append((f"target of track {track}", f"{resolved.ref} @ {resolved.snapshot or '-'}"))
+    for name, prop in pre.proposers.items():
+        if prop is not None:
+            models.append((f"proposer of {name}", f"{prop.ref} @ {prop.snapshot or '-'}"))
+    return models
+
+
+def _model_items(data: ReportData) -> _Items:
+    m, pre = data.manifest, data.preflight
     models = [("target", m.target_ref), ("target snapshot", m.target_snapshot or "-")]
-    sections: list[tuple[str, list[tuple[str, str]]]] = [("Run", run), ("Engine", engine), ("Models", models)]
     if pre is not None:
-        if pre.engine_python:
-            engine.append(("engine python", pre.engine_python))
-        if pre.engine is not None:
-            caps = pre.engine
-            engine.append(("device", f"{caps.device_kind}: " + ", ".join(d.name for d in caps.devices)))
-            engine.append(("memory budget", f"{caps.memory_budget_mb:,} MiB ({caps.memory_budget_basis})"))
-            engine.append(("versions", ", ".join(f"{k} {v or '-'}" for k, v in sorted(caps.versions.items()))))
-        target = pre.target
-        if target is not None:
-            arch = ", ".join(target.architectures) or "-"
-            models.append(("target architecture", f"{arch} ({target.model_type or '-'})"))
-            if target.num_params:
-                models.append(("target parameters", f"{target.num_params:,}"))
-        for track, resolved in pre.tracks.items():
-            if target is None or resolved.snapshot != target.snapshot:
-                models.append((f"target of track {track}", f"{resolved.ref} @ {resolved.snapshot or '-'}"))
-        for name, prop in pre.proposers.items():
-            if prop is not None:
-                models.append((f"proposer of {name}", f"{prop.ref} @ {prop.snapshot or '-'}"))
-        sections.append(
-            (
-                "Workloads",
-                [
-                    (n, f"{w.source} v{w.version}, {w.item_count} items, sha256 {w.sha256[:16]}")
-                    for n, w in pre.workloads.items()
-                ],
-            )
-        )
+        models.extend(_resolved_model_items(pre))
+    # A proposer the preflight could not resolve is still named by the snapshot its group recorded.
     for g in data.groups:
         if g.proposer_snapshot and not (pre and pre.proposers.get(g.group)):
             models.append((f"proposer of {g.group}", g.proposer_snapshot))
+    return models
+
+
+def _workload_items(pre: PreflightFile) -> _Items:
+    return [
+        (n, f"{w.source} v{w.version}, {w.item_count} items, sha256 {w.sha256[:16]}") for n, w in pre.workloads.items()
+    ]
+
+
+def _policy_items(pol: EvidencePolicy) -> _Items:
+    th = pol.thresholds
+    limit = "none" if th.max_peak_memory_mb is None else f"{th.max_peak_memory_mb:,.0f} MiB"
+    return [
+        ("min throughput speedup", f"{th.min_throughput_speedup:.2f}x"),
+        ("max TTFT p95 ratio", f"{th.max_ttft_regression_ratio:.2f}x"),
+        ("max E2E p95 ratio", f"{th.max_e2e_p95_regression_ratio:.2f}x"),
+        ("max peak memory", limit),
+        (
+            "confidence",
+            f"{pol.bootstrap.level:.0%} {pol.bootstrap.method} bootstrap, "
+            f"{pol.bootstrap.n_resamples} resamples, seed {pol.bootstrap.seed}",
+        ),
+        ("parity unit", pol.parity_unit),
+        ("rule", pol.rule),
+    ]
+
+
+def _host_items(h: HostInfo) -> _Items:
+    cpus = f"{h.logical_cpus or '-'} logical / {h.physical_cpus or '-'} physical"
+    return [
+        ("os", f"{h.os} (kernel {h.kernel}, {h.machine})"),
+        ("cpu", f"{h.cpu_model or '-'}, {cpus}"),
+        ("memory", f"{h.memory_total_mb:,.0f} MiB"),
+        ("python", f"{h.python_version} ({h.python_executable})"),
+        ("nvidia driver", h.nvidia_driver or "none"),
+    ]
+
+
+def identity_sections(data: ReportData) -> list[tuple[str, list[tuple[str, str]]]]:
+    """Titled key/value lists: run, engine, models, workloads, measurement, policy and host."""
+    m, pre = data.manifest, data.preflight
+    sections = [("Run", _run_items(m)), ("Engine", _engine_items(m, pre)), ("Models", _model_items(data))]
+    if pre is not None:
+        sections.append(("Workloads", _workload_items(pre)))
     sections.append(("Measurement", _plan_items(m.plan)))
     if data.evidence is not None:
-        pol = data.evidence.policy
-        th = pol.thresholds
-        limit = "none" if th.max_peak_memory_mb is None else f"{th.max_peak_memory_mb:,.0f} MiB"
-        sections.append(
-            (
-                "Policy",
-                [
-                    ("min throughput speedup", f"{th.min_throughput_speedup:.2f}x"),
-                    ("max TTFT p95 ratio", f"{th.max_ttft_regression_ratio:.2f}x"),
-                    ("max E2E p95 ratio", f"{th.max_e2e_p95_regression_ratio:.2f}x"),
-                    ("max peak memory", limit),
-                    (
-                        "confidence",
-                        f"{pol.bootstrap.level:.0%} {pol.bootstrap.method} bootstrap, "
-                        f"{pol.bootstrap.n_resamples} resamples, seed {pol.bootstrap.seed}",
-                    ),
-                    ("parity unit", pol.parity_unit),
-                    ("rule", pol.rule),
-                ],
-            )
-        )
+        sections.append(("Policy", _policy_items(data.evidence.policy)))
     if pre is not None:
-        h = pre.host
-        cpus = f"{h.logical_cpus or '-'} logical / {h.physical_cpus or '-'} physical"
-        host = [
-            ("os", f"{h.os} (kernel {h.kernel}, {h.machine})"),
-            ("cpu", f"{h.cpu_model or '-'}, {cpus}"),
-            ("memory", f"{h.memory_total_mb:,.0f} MiB"),
-            ("python", f"{h.python_version} ({h.python_executable})"),
-            ("nvidia driver", h.nvidia_driver or "none"),
-        ]
-        sections.append(("Host", host))
+        sections.append(("Host", _host_items(pre.host)))
     return sections
 
 

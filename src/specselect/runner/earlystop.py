@@ -6,20 +6,18 @@ reason): load only grows from there, and a server-hour is not spent confirming a
 
 from __future__ import annotations
 
-from specselect.artifacts.layout import RunLayout, scenario_name
 from specselect.artifacts.results import ScenarioRun
-from specselect.artifacts.store import load_records
-from specselect.errors import ResultsError
+from specselect.evidence.pipeline import RecordSource, scenario_name
 from specselect.evidence.samples import pair_requests, samples_from_records
 from specselect.evidence.stats import BootstrapPolicy, throughput_speedup
-from specselect.evidence.sweep import SweepPoint, early_stop_reason
+from specselect.evidence.sweeps import SweepPoint, early_stop_reason
 from specselect.workloads.model import Workload
 
 __all__ = ["early_stop_check", "skipped_run"]
 
 
 def early_stop_check(
-    layout: RunLayout,
+    records: RecordSource,
     *,
     baseline: str,
     group: str,
@@ -30,14 +28,11 @@ def early_stop_check(
 ) -> str | None:
     """The reason to skip `workload`'s higher levels for `group`, or None to go on.
 
-    Both sides' records come from the results directory (the baseline ran first). No baseline records (it
-    failed, or was not measured here) means no comparison and no stop.
+    Both sides' records come from the run's records (the baseline ran first). No baseline records (it failed,
+    or was not measured here) means no comparison and no stop.
     """
-    try:
-        base = load_records(layout, baseline, scenario)
-        cand = load_records(layout, group, scenario)
-    except ResultsError:
-        return None
+    base = records.timed(baseline, scenario)
+    cand = records.timed(group, scenario)
     pairs = pair_requests(samples_from_records(base), samples_from_records(cand)).pairs
     if not pairs:
         return None
@@ -45,9 +40,10 @@ def early_stop_check(
     return early_stop_reason(SweepPoint(candidate=group, workload=workload, concurrency=concurrency, speedup=speedup))
 
 
-def skipped_run(name: str, workload: Workload, concurrency: int, reason: str) -> ScenarioRun:
+def skipped_run(name: str, workload: Workload, concurrency: int, reason: str, *, launch: int = 0) -> ScenarioRun:
     """The record of a scenario the early stop skipped (`reason` from `early_stop_check`)."""
     return ScenarioRun(
+        launch=launch,
         scenario=scenario_name(name, concurrency),
         workload=name,
         workload_identity=workload.identity,

@@ -1,29 +1,25 @@
-"""One group's life: start (or attach) -> ready -> sanity -> warm-up + measure every scenario -> parity pass ->
-save -> stop -> released.
+"""One group's life: serve (start, or attach) -> ready -> sanity -> warm-up + measure every scenario -> parity
+pass -> save -> stop -> released.
 
-Launched engines (vllm, registered kinds) start one server per group; kind "openai" attaches to the
-endpoint the plan names and starts nothing (no process to stop, memory only as the operator declares it).
+The engine serves the group (`Engine.serve`): an engine that starts servers starts one per group; kind
+"openai" attaches to the endpoint the plan names and starts nothing (no process to stop, memory only as the
+operator declares it).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from specselect.admission.capacity import Capabilities
 from specselect.admission.gather import Gathered
-from specselect.artifacts.layout import RunLayout
-from specselect.artifacts.results import GroupResult, LaunchRecord, ParityPassRun, ScenarioRun
-from specselect.artifacts.store import load_records
+from specselect.artifacts.results import GroupLaunch, GroupResult, LaunchRecord, ParityPassRun, ScenarioRun
 from specselect.assets.refs import ResolvedModel
-from specselect.core.admission import AdmissionResult
+from specselect.core.gates import AdmissionResult
 from specselect.core.status import RunStatus
-from specselect.engines.base import ReleaseCheck, SanityResult
-from specselect.engines.openai.engine import OpenAIEndpointEngine
-from specselect.engines.openai.probe import EndpointProbe
-from specselect.engines.server import ServerProcess
+from specselect.engines import GroupContext, ServeOptions, Session
+from specselect.engines.base import ReleaseCheck, RunningServer, SanityResult, ServingHandle
 from specselect.errors import (
     ConfigError,
     EngineError,
@@ -32,33 +28,15 @@ from specselect.errors import (
     ServerStartError,
     ServerTimeoutError,
 )
-from specselect.evidence.parity import Output
-from specselect.evidence.samples import RequestKey
+from specselect.evidence.pipeline import parity_scenario, scenario_name
 from specselect.evidence.stats import BootstrapPolicy
-from specselect.measure.types import Endpoint
-from specselect.plan import BASELINE_FAMILY, BASELINE_GROUP, Candidate, LoadedPlan, TargetConfig
+from specselect.evidence.sweeps import DerivedSchedule
+from specselect.plan import BASELINE_FAMILY, BASELINE_GROUP, Candidate, RunConfig, TargetConfig
+from specselect.runner.context import RunContext
 from specselect.runner.earlystop import early_stop_check, skipped_run
-from specselect.runner.launch import LaunchingEngine, build_launch_spec, launch_record, served_model_name, serving_of
-from specselect.runner.progress import Progress
-from specselect.runner.scenario import (
-    Serving,
-    divergent_items,
-    measure_scenario,
-    parity_scenario,
-    run_parity_pass,
-)
-from specselect.workloads.model import Workload
+from specselect.runner.scenario import Measuring, divergent_items, measure_scenario, run_parity_pass
 
-__all__ = [
-    "TRAFFIC_GAP_S",
-    "GroupInterrupted",
-    "GroupJob",
-    "run_group",
-    "served_model_name",
-]
-
-TRAFFIC_GAP_S = 1.0
-"""Idle gap (s) of the foreign-traffic check around each scenario on an endpoint specselect does not own."""
+__all__ = ["GroupInterrupted", "GroupJob", "launch_label", "launch_record", "relaunch_group", "run_group"]
 
 
 @dataclass(frozen=True)
@@ -72,15 +50,15 @@ class GroupJob:
     """The baseline group this group is paired with (a baseline: its own name)."""
     target_config: TargetConfig | None = None
     """The track's target settings; None means the plan's [target]."""
-    endpoint: EndpointProbe | None = None
-    """Kind "openai": the preflight probe of this group's endpoint."""
     skip_reason: str | None = None
     """Record the group as skipped without running it (a track baseline with no runnable candidate)."""
     parity: Literal["full", "divergent", "off"] = "off"
-    """The logprob parity pass: every item (a baseline), only items whose timed outputs differ from
-    `parity_reference` (a candidate), or none."""
-    parity_reference: Mapping[str, Mapping[RequestKey, Output]] = field(default_factory=dict)
-    """Scenario name -> the track baseline's timed outputs, for a candidate's `divergent` pass."""
+    """The logprob parity pass: every item (a baseline), only items whose timed outputs differ from the track
+    baseline's (a candidate), or none."""
+    reference_scenarios: frozenset[str] = frozenset()
+    """The scenarios the track baseline completed: their timed outputs are the `divergent` pass's reference."""
+    schedule: DerivedSchedule | None = None
+    """A schedule candidate's derived schedule (already written into the candidate's options when it runs)."""
 
     @property
     def name(self) -> str:
@@ -89,6 +67,24 @@ class GroupJob:
     @property
     def is_baseline(self) -> bool:
         return self.candidate.is_baseline
+
+
+def launch_record(server: RunningServer) -> LaunchRecord:
+    """How the group's server was started (secrets already redacted by the server layer)."""
+    return LaunchRecord(
+        command=server.command,
+        speculative_config=server.spec_config,
+        served_model=server.served_model,
+        base_url=server.base_url,
+        startup_s=server.startup_s,
+    )
+
+
+def launch_label(run: RunConfig, index: int) -> str:
+    """`launch 2 of 2`, or for a launch the sequential rule added `launch 3 (sequential, at most 4)`."""
+    if index < run.launches:
+        return f"launch {index + 1} of {run.launches}"
+    return f"launch {index + 1} (sequential, at most {run.max_launches})"
 
 
 def _now() -> str:
@@ -117,10 +113,10 @@ class _Progressed:
     parity: list[ParityPassRun] = field(default_factory=list)
     launch: LaunchRecord | None = None
     sanity: SanityResult | None = None
-    proc: ServerProcess | None = None
+    handle: ServingHandle | None = None
 
     def stop(self) -> ReleaseCheck | None:
-        return self.proc.stop() if self.proc is not None else None
+        return self.handle.stop() if self.handle is not None else None
 
     def fields(self) -> dict[str, Any]:
         return {
@@ -133,78 +129,72 @@ class _Progressed:
 
 class _GroupRunner:
     def __init__(
-        self,
-        job: GroupJob,
-        *,
-        loaded: LoadedPlan,
-        layout: RunLayout,
-        engine: LaunchingEngine | OpenAIEndpointEngine,
-        caps: Capabilities | None,
-        target: ResolvedModel | None,
-        workloads: dict[str, Workload],
-        progress: Progress,
-        traffic_gap_s: float,
+        self, job: GroupJob, run: RunContext, target: ResolvedModel | None, primary: GroupResult | None = None
     ) -> None:
         self.job = job
-        self.loaded = loaded
-        self.plan = loaded.plan
-        self.layout = layout
-        self.engine = engine
-        self.caps = caps
-        self.target = target
-        self.target_config = job.target_config or loaded.plan.target
-        self.workloads = workloads
-        self.progress = progress
-        self.traffic_gap_s = traffic_gap_s
+        self.run_ctx = run
+        self.plan = run.loaded.plan
+        self.layout = run.layout
+        self.engine = run.engine
+        self.workloads = run.workloads
+        self.progress = run.progress
+        self.primary = primary
+        """A later launch: the group's first launch, whose scenarios it measures again."""
+        self.index = 0 if primary is None else 1 + len(primary.relaunches)
+        self.measuring = Measuring(
+            plan=self.plan,
+            layout=run.layout,
+            group=job.name,
+            records=run.records,
+            progress=run.progress,
+            launch=self.index,
+        )
+        self.ctx = GroupContext(
+            candidate=job.candidate,
+            engine=self.plan.engine,
+            target_config=job.target_config or self.plan.target,
+            target=target,
+            setup=run.setup,
+        )
 
     def base_result(self) -> dict[str, Any]:
         cand = self.job.candidate
         gathered = self.job.gathered
-        probe = self.job.endpoint
-        if probe is not None:
-            snapshot, version, log = probe.target_snapshot or "", probe.engine_version, None
-        else:
-            snapshot = self.target.snapshot if self.target else ""
-            version = self.caps.engine_version if self.caps else None
-            log = self.layout.rel(self.layout.group_log(cand.name))
+        identity = self.engine.identity(self.ctx)
         return {
             "group": cand.name,
             "role": "baseline" if self.job.is_baseline else "candidate",
             "family": BASELINE_FAMILY if self.job.is_baseline else cand.family,
             "method": None if self.job.is_baseline else (gathered.method if gathered else cand.method),
             "execution_path": "target_only" if self.job.is_baseline else "speculative",
-            "target_snapshot": snapshot,
+            "target_snapshot": identity.target_snapshot,
             "proposer_snapshot": gathered.proposer.snapshot if gathered and gathered.proposer else None,
-            "engine_version": version,
+            "engine_version": identity.engine_version,
             "admission": self.job.admission,
-            "log_path": log,
+            "log_path": self.layout.rel(self.layout.group_log(cand.name)) if identity.has_log else None,
             "track": self.job.track,
-            "target_ref": self.target_config.model,
-            "endpoint": probe,
+            "target_ref": self.ctx.target_config.model,
+            "endpoint": self.ctx.setup.endpoints.get(cand.name),
+            "derived_schedule": self.job.schedule,
+            "launches_planned": self.plan.run.launches,
         }
 
-    def measure_all(self, serving: Serving, done: _Progressed) -> None:
+    def measure_all(self, session: Session, done: _Progressed) -> None:
         for wname, workload in self.workloads.items():
             stop: str | None = None
             for concurrency in sorted(self.plan.run.concurrency):
+                stop = stop or self.skipped_before(scenario_name(wname, concurrency))
                 if stop is not None:
-                    done.scenarios.append(skipped_run(wname, workload, concurrency, stop))
+                    done.scenarios.append(skipped_run(wname, workload, concurrency, stop, launch=self.index))
                     continue
                 run = measure_scenario(
-                    serving,
-                    plan=self.plan,
-                    layout=self.layout,
-                    group=self.job.name,
-                    workload_name=wname,
-                    workload=workload,
-                    concurrency=concurrency,
-                    progress=self.progress,
+                    session, self.measuring, workload_name=wname, workload=workload, concurrency=concurrency
                 )
                 done.scenarios.append(run)
                 stop = self.early_stop(run, wname, concurrency)
                 if stop is not None:
                     self.progress.warn(f"{self.job.name}: {stop}")
-        if self.job.parity == "off":
+        if self.job.parity == "off" or self.primary is not None:
             return
         for wname, workload in self.workloads.items():
             items = list(workload.items)
@@ -224,24 +214,31 @@ class _GroupRunner:
                     continue
             done.parity.append(
                 run_parity_pass(
-                    serving,
-                    plan=self.plan,
-                    layout=self.layout,
-                    group=self.job.name,
-                    workload_name=wname,
-                    items=items,
-                    all_items=self.job.parity == "full",
-                    progress=self.progress,
+                    session, self.measuring, workload_name=wname, items=items, all_items=self.job.parity == "full"
                 )
             )
 
+    def skipped_before(self, scenario: str) -> str | None:
+        """A later launch measures only what the first launch measured: why it skips `scenario`, if it does."""
+        if self.primary is None:
+            return None
+        first = next((s for s in self.primary.scenarios if s.scenario == scenario), None)
+        if first is not None and first.status == "completed":
+            return None
+        return first.early_stop if first is not None and first.early_stop else "not measured in the first launch"
+
     def early_stop(self, run: ScenarioRun, workload: str, concurrency: int) -> str | None:
-        """Why to skip `workload`'s higher levels (see `specselect.runner.earlystop`); None to go on."""
+        """Why to skip `workload`'s higher levels (see `specselect.runner.earlystop`); None to go on.
+
+        Only the first launch stops early; later launches repeat its choice.
+        """
         higher = [c for c in self.plan.run.concurrency if c > concurrency]
-        if self.job.is_baseline or not self.plan.run.early_stop or not higher or run.status != "completed":
+        if self.primary is not None or self.job.is_baseline or not self.plan.run.early_stop or not higher:
+            return None
+        if run.status != "completed":
             return None
         return early_stop_check(
-            self.layout,
+            self.run_ctx.records,
             baseline=self.job.track,
             group=self.job.name,
             scenario=run.scenario,
@@ -253,63 +250,69 @@ class _GroupRunner:
     def divergent(self, workload: str, measured: Sequence[ScenarioRun]) -> set[str]:
         """Items of `workload` whose timed outputs differ from the baseline's in any measured scenario."""
         out: set[str] = set()
+        records = self.run_ctx.records
         for run in measured:
-            reference = self.job.parity_reference.get(run.scenario)
-            if run.workload == workload and run.status == "completed" and reference:
-                out |= divergent_items(reference, load_records(self.layout, self.job.name, run.scenario))
+            if run.workload == workload and run.status == "completed" and run.scenario in self.job.reference_scenarios:
+                out |= divergent_items(
+                    records.timed(self.job.track, run.scenario), records.timed(self.job.name, run.scenario)
+                )
         return out
 
-    def run_launched(self, engine: LaunchingEngine, done: _Progressed) -> ReleaseCheck | None:
-        if self.target is None:
-            raise ConfigError(
-                f"no resolved target for {self.job.name}", location="preflight", fix="run the preflight first"
-            )
-        spec = build_launch_spec(
-            self.loaded,
-            self.job.candidate,
-            self.job.gathered,
-            target=self.target,
-            target_config=self.target_config,
-            caps=self.caps,
-            layout=self.layout,
+    def serve(self, done: _Progressed) -> ReleaseCheck | None:
+        name = self.job.name
+        options = ServeOptions(
+            log_path=self.layout.group_log(name, self.index),
+            run_dir=self.layout.work_dir / (f"{name}.l{self.index}" if self.index else name),
+            disable_prefix_caching=self.plan.run.prefix_cache == "disabled",
         )
-        done.proc = proc = engine.launch(spec)
-        self.progress.info(f"starting server for {self.job.name} (log: {self.layout.rel(spec.log_path)})")
-        with proc as server:
-            done.launch = launch_record(server)
-            self.progress.info(f"ready in {server.startup_s or 0:.1f} s at {server.base_url}")
-            done.sanity = engine.sanity(server)
-            self.measure_all(serving_of(engine, proc, server), done)
-        return proc.release_check
+        done.handle = handle = self.engine.serve(self.ctx, self.job.gathered, options)
+        if self.engine.launches_servers:
+            launch = f" ({launch_label(self.plan.run, self.index)})" if self.index or self.plan.run.launches > 1 else ""
+            self.progress.info(f"starting server for {name}{launch} (log: {self.layout.rel(options.log_path)})")
+        with handle as session:
+            if session.server is not None:
+                done.launch = launch_record(session.server)
+                self.progress.info(f"ready in {session.server.startup_s or 0:.1f} s at {session.base_url}")
+            else:
+                self.progress.info(f"measuring {session.base_url} ({session.model}); nothing is started")
+            done.sanity = session.sanity
+            self.measure_all(session, done)
+        return handle.stop()
 
-    def run_attached(self, engine: OpenAIEndpointEngine, done: _Progressed) -> None:
-        ep = self.job.candidate.endpoint
-        probe = self.job.endpoint
-        if ep is None or probe is None:
-            raise ConfigError(
-                f"{self.job.name} has no probed endpoint", location="preflight", fix="give the group an endpoint"
-            )
-        key_env = ep.api_key_env or self.plan.engine.api_key_env
-        server = engine.attach(ep.base_url, ep.model, key_env)
-        self.progress.info(f"measuring {ep.base_url} ({ep.model}); nothing is started")
-        done.sanity = engine.sanity(server)
-        serving = Serving(
-            endpoint=Endpoint(base_url=ep.base_url, model=ep.model, api_key_env=key_env),
-            snapshot=lambda: engine.snapshot(server),
-            spec_counters=lambda before, after: engine.spec_counters(before, after, ep.model),
-            check_alive=lambda: None,
-            log_location=ep.base_url,
-            log_tail=lambda: None,
-            declared_peak_memory_mb=ep.peak_memory_mb,
-            traffic_gap_s=self.traffic_gap_s,
-            metrics_exported=probe.metrics == "exported",
-        )
-        self.measure_all(serving, done)
+    def attempt(self) -> tuple[_Progressed, dict[str, Any]]:
+        """Serve and measure; what was measured and the outcome's fields (an engine failure is an outcome).
 
-    def failed(self, base: dict[str, Any], done: _Progressed, **extra: Any) -> GroupResult:
-        return GroupResult.model_validate(
-            {**base, "run_status": RunStatus.FAILED, **done.fields(), "finished_at": _now(), **extra}
-        )
+        KeyboardInterrupt stops the server and raises `_Stopped` with what was measured so far.
+        """
+        done = _Progressed()
+        try:
+            release = self.serve(done)
+        except KeyboardInterrupt:
+            hint = "run again with --resume to redo this launch"
+            outcome = {"run_status": RunStatus.FAILED, "reason": "interrupted", "hint": hint}
+            raise _Stopped(done, {**outcome, "release": done.stop()}) from None
+        except EngineError as exc:
+            stopped = done.stop()
+            reason, hint = _failure_reason(exc)
+            handle = done.handle
+            tail = exc.log_tail if exc.log_tail is not None else (handle.log_tail() if handle else None)
+            hint = f"{exc.one_line()} -- {hint}"
+            return done, {
+                "run_status": RunStatus.FAILED,
+                "reason": reason,
+                "hint": hint,
+                "log_tail": tail,
+                "release": stopped,
+            }
+        except ConfigError as exc:
+            stopped = done.stop()
+            return done, {
+                "run_status": RunStatus.FAILED,
+                "reason": "launch_config_invalid",
+                "hint": exc.one_line(),
+                "release": stopped,
+            }
+        return done, {"run_status": RunStatus.COMPLETED, "reason": "measured", "release": release}
 
     def run(self) -> GroupResult:
         base = self.base_result()
@@ -323,38 +326,50 @@ class _GroupRunner:
                 {**base, "run_status": admission.run_status, "reason": admission.reason, "log_path": None}
             )
         base["started_at"] = _now()
-        done = _Progressed()
-        release: ReleaseCheck | None = None
         try:
-            if isinstance(self.engine, OpenAIEndpointEngine):
-                self.run_attached(self.engine, done)
-            else:
-                release = self.run_launched(self.engine, done)
-        except KeyboardInterrupt:
-            stopped = done.stop()
-            hint = "run again with --resume to redo this group"
-            raise GroupInterrupted(self.failed(base, done, reason="interrupted", hint=hint, release=stopped)) from None
-        except EngineError as exc:
-            stopped = done.stop()
-            reason, hint = _failure_reason(exc)
-            proc = done.proc
-            tail = exc.log_tail if exc.log_tail is not None else (proc.log_tail() if proc else None)
-            return self.failed(
-                base, done, reason=reason, hint=f"{exc.one_line()} -- {hint}", log_tail=tail, release=stopped
-            )
-        except ConfigError as exc:
-            stopped = done.stop()
-            return self.failed(base, done, reason="launch_config_invalid", hint=exc.one_line(), release=stopped)
-        return GroupResult.model_validate(
-            {
-                **base,
-                "run_status": RunStatus.COMPLETED,
-                "reason": "measured",
-                **done.fields(),
-                "release": release,
-                "finished_at": _now(),
-            }
-        )
+            done, outcome = self.attempt()
+        except _Stopped as stop:
+            fields = {**base, **stop.done.fields(), **stop.outcome, "finished_at": _now()}
+            raise GroupInterrupted(GroupResult.model_validate(fields)) from None
+        return GroupResult.model_validate({**base, **done.fields(), **outcome, "finished_at": _now()})
+
+    def relaunch(self, primary: GroupResult) -> GroupResult:
+        """The group with one more launch appended (launch `self.index`)."""
+        identity = self.engine.identity(self.ctx)
+        log = self.layout.rel(self.layout.group_log(self.job.name, self.index)) if identity.has_log else None
+        started = _now()
+        try:
+            done, outcome = self.attempt()
+        except _Stopped as stop:
+            launch = _group_launch(self.index, stop.done, stop.outcome, log_path=log, started_at=started)
+            raise GroupInterrupted(primary.model_copy(update={"relaunches": (*primary.relaunches, launch)})) from None
+        launch = _group_launch(self.index, done, outcome, log_path=log, started_at=started)
+        return primary.model_copy(update={"relaunches": (*primary.relaunches, launch)})
+
+
+def _group_launch(
+    index: int, done: _Progressed, outcome: dict[str, Any], *, log_path: str | None, started_at: str
+) -> GroupLaunch:
+    measured = {key: value for key, value in done.fields().items() if key != "parity_passes"}
+    return GroupLaunch.model_validate(
+        {
+            "index": index,
+            **measured,
+            **outcome,
+            "log_path": log_path,
+            "started_at": started_at,
+            "finished_at": _now(),
+        }
+    )
+
+
+class _Stopped(Exception):
+    """Carries what an interrupted launch measured, and its outcome fields, out of `attempt`."""
+
+    def __init__(self, done: _Progressed, outcome: dict[str, Any]) -> None:
+        super().__init__("interrupted")
+        self.done = done
+        self.outcome = outcome
 
 
 class GroupInterrupted(BaseException):
@@ -365,31 +380,22 @@ class GroupInterrupted(BaseException):
         self.result = result
 
 
-def run_group(
-    job: GroupJob,
-    *,
-    loaded: LoadedPlan,
-    layout: RunLayout,
-    engine: LaunchingEngine | OpenAIEndpointEngine,
-    caps: Capabilities | None,
-    target: ResolvedModel | None,
-    workloads: dict[str, Workload],
-    progress: Progress,
-    traffic_gap_s: float = TRAFFIC_GAP_S,
-) -> GroupResult:
-    """Run (or record as not runnable) one group; engine failures become a `failed` result, never an exception.
+def run_group(job: GroupJob, run: RunContext, target: ResolvedModel | None) -> GroupResult:
+    """Run (or record as not runnable) one group's first launch; engine failures become a `failed` result, never
+    an exception.
 
-    `target` is the group's track target (None for kind "openai"). KeyboardInterrupt stops the server and
-    surfaces as `GroupInterrupted` carrying the partial record.
+    `target` is the group's track target (None for an engine that starts nothing); the group's records go into
+    `run.records`. KeyboardInterrupt stops the server and surfaces as `GroupInterrupted` carrying the partial
+    record.
     """
-    return _GroupRunner(
-        job,
-        loaded=loaded,
-        layout=layout,
-        engine=engine,
-        caps=caps,
-        target=target,
-        workloads=workloads,
-        progress=progress,
-        traffic_gap_s=traffic_gap_s,
-    ).run()
+    return _GroupRunner(job, run, target).run()
+
+
+def relaunch_group(job: GroupJob, run: RunContext, target: ResolvedModel | None, primary: GroupResult) -> GroupResult:
+    """Launch a completed group's server once more and measure the scenarios its first launch measured again;
+    the group with that launch appended to `relaunches` (a failure there is that launch's outcome).
+
+    No parity pass and no early stop: the first launch did both. KeyboardInterrupt surfaces as
+    `GroupInterrupted` carrying the group with the interrupted launch.
+    """
+    return _GroupRunner(job, run, target, primary).relaunch(primary)

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from specselect.artifacts.assemble import PARITY_PASS_RULE
-from specselect.artifacts.results import ParityPassPolicy
+from specselect.evidence.pipeline import PARITY_PASS_RULE, ParityPassPolicy
 from specselect.plan import LoadedPlan
 from specselect.runner.scenario import PARITY_LOGPROBS
 

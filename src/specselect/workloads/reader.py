@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from specselect.errors import WorkloadError
 from specselect.workloads.canonical import content_sha256
-from specselect.workloads.model import WorkloadItem
+from specselect.workloads.model import DatasetSource, WorkloadItem
 from specselect.workloads.records import Problem, validate_record
 
 __all__ = [
@@ -54,6 +54,8 @@ class WorkloadHeader(BaseModel):
     sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
     compose: tuple[str, ...] | None = None
     """Built-in only: ids of items taken, in this order, from the other built-in workloads."""
+    provenance: DatasetSource | None = None
+    """Built-ins taken from a public prompt set: where the items come from (see `specselect.workloads.datasets`)."""
 
 
 @dataclass(frozen=True)
@@ -126,7 +128,7 @@ def problems_error(problems: list[Problem]) -> WorkloadError:
     return WorkloadError(message, location=first.where, fix=first.fix, problems=lines)
 
 
-def _header(value: Any, where: str, allow_compose: bool) -> tuple[WorkloadHeader | None, list[Problem]]:
+def _header(value: Any, where: str, builtin: bool) -> tuple[WorkloadHeader | None, list[Problem]]:
     if not isinstance(value, dict) or set(value) != {HEADER_KEY} or not isinstance(value[HEADER_KEY], dict):
         fix = f'write the header alone on its line: {{"{HEADER_KEY}": {{"name": "...", "version": "1"}}}}'
         return None, [Problem(where, "malformed header record", fix, HEADER_KEY)]
@@ -138,8 +140,9 @@ def _header(value: Any, where: str, allow_compose: bool) -> tuple[WorkloadHeader
             field = ".".join(str(part) for part in (HEADER_KEY, *err["loc"]))
             problems.append(Problem(where, err["msg"], "fix or remove this header field", field))
         return None, problems
-    if header.compose is not None and not allow_compose:
-        return None, [Problem(where, "'compose' is only for built-in workloads", "remove it", f"{HEADER_KEY}.compose")]
+    for key in ("compose", "provenance"):
+        if getattr(header, key) is not None and not builtin:
+            return None, [Problem(where, f"'{key}' is only for built-in workloads", "remove it", f"{HEADER_KEY}.{key}")]
     return header, []
 
 
@@ -212,57 +215,70 @@ def _records_array(text: str, label: str) -> Iterator[tuple[str, str, Any | Prob
         yield f"{label}: item [{index}]", f"item [{index}]", element
 
 
-def parse_workload_bytes(
-    data: bytes, label: str, *, allow_compose: bool = False, verify_sha: bool = True
-) -> ParsedFile:
-    """Validate a whole workload file's bytes; every problem found is raised in one `WorkloadError`.
-
-    With `verify_sha`, a header's `sha256` must match the content.
-    """
+def _decoded(data: bytes, label: str) -> str:
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
     if not data.strip():
         raise WorkloadError("the workload file is empty", location=label, fix=_FORMAT_FIX)
     try:
-        text = data.decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError:
         raise problems_error(_undecodable_lines(data, label)) from None
-    fmt: Literal["jsonl", "json_array"] = "json_array" if text.lstrip().startswith("[") else "jsonl"
-    records = _records_array(text, label) if fmt == "json_array" else _records_jsonl(text, label)
+
+
+@dataclass
+class _Collected:
+    """What the records of one file hold, gathered in file order with every problem found on the way."""
+
+    builtin: bool
     header: WorkloadHeader | None = None
-    items: list[WorkloadItem] = []
-    problems: list[Problem] = []
-    first_use: dict[str, str] = {}
-    for position, (where, short, value) in enumerate(records):
+    items: list[WorkloadItem] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    first_use: dict[str, str] = field(default_factory=dict)
+
+    def add(self, position: int, where: str, short: str, value: Any | Problem) -> None:
         if isinstance(value, Problem):
-            problems.append(value)
-            continue
-        problems.extend(
+            self.problems.append(value)
+            return
+        self.problems.extend(
             Problem(where, "key given twice in one object", "keep only one", key) for key in _duplicate_keys(value)
         )
         if isinstance(value, dict) and HEADER_KEY in value:
-            if position == 0:
-                header, found = _header(value, where, allow_compose)
-                problems.extend(found)
-            else:
-                problems.append(
-                    Problem(where, "the header may only be the first record", "move it to the top", HEADER_KEY)
-                )
-            continue
+            self._add_header(position, where, value)
+            return
         item, found = validate_record(value, where)
-        problems.extend(found)
+        self.problems.extend(found)
+        if self._duplicate_id(where, short, value):
+            return
+        if item is not None:
+            self.items.append(item)
+
+    def _add_header(self, position: int, where: str, value: dict[str, Any]) -> None:
+        if position == 0:
+            self.header, found = _header(value, where, self.builtin)
+            self.problems.extend(found)
+        else:
+            self.problems.append(
+                Problem(where, "the header may only be the first record", "move it to the top", HEADER_KEY)
+            )
+
+    def _duplicate_id(self, where: str, short: str, value: Any) -> bool:
         # Checked on the raw id so a duplicate is reported even when the record has other problems.
         raw_id = value.get("id") if isinstance(value, dict) else None
-        if isinstance(raw_id, str) and raw_id.strip():
-            if raw_id in first_use:
-                message = f"duplicate id {raw_id!r}, also used on {first_use[raw_id]}"
-                problems.append(Problem(where, message, "give every request a unique id", "id"))
-                continue
-            first_use[raw_id] = short
-        if item is not None:
-            items.append(item)
-    if problems:
-        raise problems_error(problems)
+        if not (isinstance(raw_id, str) and raw_id.strip()):
+            return False
+        if raw_id in self.first_use:
+            message = f"duplicate id {raw_id!r}, also used on {self.first_use[raw_id]}"
+            self.problems.append(Problem(where, message, "give every request a unique id", "id"))
+            return True
+        self.first_use[raw_id] = short
+        return False
+
+
+def _check_whole(collected: _Collected, label: str, verify_sha: bool) -> None:
+    header, items = collected.header, collected.items
+    if collected.problems:
+        raise problems_error(collected.problems)
     if len(items) > MAX_ITEMS:
         raise WorkloadError(f"{len(items)} requests, more than {MAX_ITEMS}", location=label, fix="split the workload")
     if not items and not (header is not None and header.compose):
@@ -275,7 +291,22 @@ def parse_workload_bytes(
                 location=label,
                 fix="restore the file, or bump the header version and record the new sha256",
             )
-    return ParsedFile(header=header, items=tuple(items), format=fmt)
+
+
+def parse_workload_bytes(data: bytes, label: str, *, builtin: bool = False, verify_sha: bool = True) -> ParsedFile:
+    """Validate a whole workload file's bytes; every problem found is raised in one `WorkloadError`.
+
+    With `verify_sha`, a header's `sha256` must match the content. Only a `builtin` file's header may give
+    `compose` or `provenance`.
+    """
+    text = _decoded(data, label)
+    fmt: Literal["jsonl", "json_array"] = "json_array" if text.lstrip().startswith("[") else "jsonl"
+    records = _records_array(text, label) if fmt == "json_array" else _records_jsonl(text, label)
+    collected = _Collected(builtin=builtin)
+    for position, (where, short, value) in enumerate(records):
+        collected.add(position, where, short, value)
+    _check_whole(collected, label, verify_sha)
+    return ParsedFile(header=collected.header, items=tuple(collected.items), format=fmt)
 
 
 def read_workload_file(path: Path, label: str | None = None) -> ParsedFile:

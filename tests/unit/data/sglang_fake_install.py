@@ -265,6 +265,7 @@ _LAYOUTS: dict[str, dict[str, str]] = {
         "srt/entrypoints/http_server.py": _http_server(("/health", "/health_generate", "/get_server_info")),
     },
     "v0.5-argparse": {
+        "srt/server_args_config_parser.py": "class ConfigArgumentMerger: ...\n",
         "srt/server_args.py": _V05,
         "srt/speculative/spec_info.py": _V04_SPEC_INFO,
         "srt/entrypoints/http_server.py": _http_server(
@@ -272,11 +273,13 @@ _LAYOUTS: dict[str, dict[str, str]] = {
         ),
     },
     "registry": {
+        "srt/server_args_config_parser.py": "class ConfigArgumentMerger: ...\n",
         "srt/server_args.py": _REGISTRY_ARGS,
         "srt/speculative/spec_info.py": _REGISTRY_SPEC_INFO,
         "srt/entrypoints/http_server.py": _http_server(("/health", "/server_info", "/get_server_info")),
     },
     "annotated-split": {
+        "srt/server_args_config_parser.py": "class ConfigArgumentMerger: ...\n",
         "srt/server_args.py": _SPLIT_ARGS,
         "srt/arg_groups/__init__.py": "",
         "srt/arg_groups/spec.py": _SPLIT_SPEC_GROUP,

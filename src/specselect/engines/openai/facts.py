@@ -1,4 +1,4 @@
-"""Admission facts of a candidate measured on an endpoint the user runs (kind "openai").
+"""Admission facts and audit findings of a plan measured on endpoints the user runs (kind "openai").
 
 Gate 2 (backend) is the only one specselect can check: the endpoint answers `/v1/models` and lists the
 served model. Assets and compatibility are the operator's declaration (specselect cannot see the server's
@@ -7,10 +7,14 @@ files); capacity is not evaluated (the server already runs, with memory it has a
 
 from __future__ import annotations
 
-from specselect.core.admission import AdmissionInput, FactValue, GateCheck
-from specselect.engines.openai.probe import EndpointProbe
+from collections.abc import Mapping
 
-__all__ = ["endpoint_admission_input"]
+from specselect.core.gates import AdmissionInput, FactValue, GateCheck
+from specselect.engines.base import Finding
+from specselect.engines.endpoints import EndpointProbe
+from specselect.plan import Plan
+
+__all__ = ["endpoint_admission_input", "endpoint_findings"]
 
 
 def _declared(what: str) -> GateCheck:
@@ -52,3 +56,51 @@ def endpoint_admission_input(*, enabled: bool, method: str, probe: EndpointProbe
         compatibility=_declared("proposer/target compatibility"),
         capacity=capacity,
     )
+
+
+def _baseline_findings(plan: Plan, endpoints: Mapping[str, EndpointProbe]) -> list[Finding]:
+    found: list[Finding] = []
+    for track in plan.tracks:
+        base = endpoints.get(track.name)
+        if base is None or not base.usable:
+            why = base.error if base else "not probed"
+            found.append(("error", "baseline_endpoint_unusable", f"{track.name} (nothing can be compared): {why}"))
+            continue
+        for name in track.members:
+            cand = endpoints.get(name)
+            if cand is not None and cand.usable and cand.target_snapshot != base.target_snapshot:
+                found.append(
+                    (
+                        "warning",
+                        "target_identity_differs",
+                        f"{name} reports {cand.target_snapshot}, its baseline {base.target_snapshot}: "
+                        "their pairs will be incomparable",
+                    )
+                )
+    return found
+
+
+def endpoint_findings(plan: Plan, endpoints: Mapping[str, EndpointProbe]) -> list[Finding]:
+    """Unusable baselines (errors), and targets that differ within a track, endpoints without /metrics and
+    groups without a declared peak memory (warnings)."""
+    found = _baseline_findings(plan, endpoints)
+    silent = [name for name, p in endpoints.items() if p.usable and p.metrics != "exported"]
+    if silent:
+        found.append(
+            (
+                "warning",
+                "metrics_not_exported",
+                f"{', '.join(silent)}: no /metrics: acceptance stays null and other traffic cannot be detected",
+            )
+        )
+    undeclared = [g.name for g in plan.groups if g.endpoint is not None and g.endpoint.peak_memory_mb is None]
+    if undeclared:
+        found.append(
+            (
+                "warning",
+                "peak_memory_not_measured",
+                f"{', '.join(undeclared)}: specselect cannot sample a server it did not start; declare "
+                "endpoint.peak_memory_mb (recorded as declared) or the evidence stays incomplete",
+            )
+        )
+    return found

@@ -10,66 +10,19 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict
-
-from specselect.engines.localnet import local_request
-from specselect.engines.telemetry import MetricsSnapshot, parse_prometheus
+from specselect.engines.endpoints import EndpointProbe, MetricsFlavor, ServedIdentity
+from specselect.engines.http import local_request
+from specselect.engines.prometheus import MetricsSnapshot, parse_prometheus
 from specselect.errors import ConfigError, ProtocolError
 
 __all__ = [
-    "EndpointProbe",
-    "MetricsFlavor",
-    "ServedIdentity",
     "endpoint_headers",
     "metrics_flavor",
     "probe_endpoint",
     "reported_snapshot",
 ]
-
-MetricsFlavor = Literal["vllm", "sglang", "unknown"]
-
-
-class ServedIdentity(BaseModel):
-    """One `/v1/models` entry as the endpoint reported it."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    id: str
-    root: str | None = None
-    """The weights the server loaded (vLLM: the model path or id given at launch)."""
-    max_model_len: int | None = None
-    owned_by: str | None = None
-
-
-class EndpointProbe(BaseModel):
-    """The result of probing one group's endpoint (no secret is ever stored: only the variable's name)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    schema_version: int = 1
-    base_url: str
-    model: str
-    api_key_env: str | None = None
-    reachable: bool
-    error: str | None = None
-    model_ids: tuple[str, ...] = ()
-    model_listed: bool = False
-    identity: ServedIdentity | None = None
-    engine_version: str | None = None
-    version_source: Literal["version_endpoint", "not_exposed"] = "not_exposed"
-    metrics: Literal["exported", "not_exported", "unreachable"] = "unreachable"
-    flavor: MetricsFlavor = "unknown"
-    """Whose metric names `/metrics` carries; spec-decode telemetry is read only for known flavors."""
-    target_snapshot: str | None = None
-    """The target identity pairs are compared on (see `reported_snapshot`)."""
-    seconds: float = 0.0
-
-    @property
-    def usable(self) -> bool:
-        """The endpoint answered `/v1/models` and lists the model the plan names."""
-        return self.reachable and self.model_listed
 
 
 def reported_snapshot(identity: ServedIdentity) -> str:

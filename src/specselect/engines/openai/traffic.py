@@ -1,7 +1,7 @@
 """Foreign traffic on an endpoint specselect does not own: counters that move while specselect sends nothing.
 
-Around every scenario the runner scrapes `/metrics` before and after an idle gap (specselect sends
-nothing then), and once more when the scenario is over. The endpoint is *contaminated* when
+Around every scenario `EndpointTrafficGuard` scrapes `/metrics` before and after an idle gap (specselect
+sends nothing then), and once more when the scenario is over. The endpoint is *contaminated* when
 
 * a request or token counter grows during an idle gap, or
 * more requests finished during the scenario than specselect sent.
@@ -11,19 +11,18 @@ Pure functions over scrapes; the result states what moved, so a reader can judge
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
-
-from specselect.engines.telemetry import MetricsSnapshot
+from specselect.engines.endpoints import IdleWindow, TrafficCheck
+from specselect.engines.prometheus import MetricsSnapshot, counter_total
 
 __all__ = [
     "FINISHED_REQUEST_COUNTERS",
     "TRAFFIC_COUNTERS",
-    "IdleWindow",
-    "TrafficCheck",
+    "EndpointTrafficGuard",
     "finished_requests",
     "idle_window",
     "judge_traffic",
@@ -50,19 +49,11 @@ FINISHED_REQUEST_COUNTERS: Mapping[str, str] = MappingProxyType(
 """Per metrics flavor: the counter of finished requests, compared with what specselect sent."""
 
 
-def _sum(snapshot: MetricsSnapshot, base: str) -> float | None:
-    for name in (f"{base}_total", base):
-        values = [s.value for s in snapshot.samples if s.name == name]
-        if values:
-            return sum(values)
-    return None
-
-
 def traffic_totals(snapshot: MetricsSnapshot) -> dict[str, float]:
     """The traffic counters present in one scrape, summed over label sets."""
     out: dict[str, float] = {}
     for base in TRAFFIC_COUNTERS:
-        value = _sum(snapshot, base)
+        value = counter_total(snapshot, base)
         if value is not None:
             out[base] = value
     return out
@@ -71,24 +62,10 @@ def traffic_totals(snapshot: MetricsSnapshot) -> dict[str, float]:
 def finished_requests(snapshot: MetricsSnapshot) -> float | None:
     """Requests the engine has finished so far (any flavor it exports), or None."""
     for base in FINISHED_REQUEST_COUNTERS.values():
-        value = _sum(snapshot, base)
+        value = counter_total(snapshot, base)
         if value is not None:
             return value
     return None
-
-
-class IdleWindow(BaseModel):
-    """Two scrapes around a gap in which specselect sent nothing, and what moved in between."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    gap_s: float
-    moved: dict[str, float]
-    """Counter deltas > 0 seen in the gap (empty when the endpoint was idle)."""
-
-    @property
-    def busy(self) -> bool:
-        return bool(self.moved)
 
 
 def idle_window(before: MetricsSnapshot, after: MetricsSnapshot, gap_s: float) -> IdleWindow:
@@ -99,27 +76,6 @@ def idle_window(before: MetricsSnapshot, after: MetricsSnapshot, gap_s: float) -
         if name in end and end[name] - start.get(name, 0.0) > 0:
             moved[name] = end[name] - start.get(name, 0.0)
     return IdleWindow(gap_s=gap_s, moved=moved)
-
-
-class TrafficCheck(BaseModel):
-    """Whether anything besides specselect used the endpoint around and during one scenario."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    schema_version: int = 1
-    status: Literal["clean", "contaminated", "not_checked"]
-    reason: str
-    """One line: what moved, or why nothing could be checked."""
-    idle_before: IdleWindow | None = None
-    idle_after: IdleWindow | None = None
-    requests_sent: int | None = None
-    """Requests specselect sent during the scenario (warm-up included)."""
-    requests_finished: int | None = None
-    """Requests the engine finished between the scrape before and the scrape after the scenario."""
-
-    @property
-    def contaminated(self) -> bool:
-        return self.status == "contaminated"
 
 
 def judge_traffic(
@@ -172,3 +128,60 @@ def judge_traffic(
         requests_sent=requests_sent,
         requests_finished=finished,
     )
+
+
+class EndpointTrafficGuard:
+    """Scrapes an endpoint around an idle gap before and after one scenario (the `TrafficGuard` of kind
+    "openai"); the verdict comes from `judge_traffic`.
+
+    `settle_s` lets the engine count specselect's own last request before a scrape.
+    """
+
+    def __init__(
+        self,
+        snapshot: Callable[[], MetricsSnapshot],
+        *,
+        exported: bool,
+        gap_s: float,
+        settle_s: float = 0.5,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._snapshot = snapshot
+        self._exported = exported
+        self._gap_s = gap_s
+        self._settle_s = settle_s
+        self._sleep = sleep
+        self._idle_before: IdleWindow | None = None
+        self._start: MetricsSnapshot | None = None
+
+    def _idle(self) -> tuple[IdleWindow, MetricsSnapshot]:
+        self._sleep(self._settle_s)
+        first = self._snapshot()
+        self._sleep(self._gap_s)
+        second = self._snapshot()
+        return idle_window(first, second, self._gap_s), second
+
+    def before(self) -> None:
+        """The idle gap before the scenario; its last scrape starts the finished-requests count."""
+        self._idle_before, self._start = None, None
+        if not self._exported:
+            return
+        idle, start = self._idle()
+        if traffic_totals(start):  # no known request counters: judged not_checked
+            self._idle_before, self._start = idle, start
+
+    def after(self, requests_sent: int) -> TrafficCheck:
+        """The idle gap after the scenario and the verdict over both gaps and the scenario itself."""
+        idle_after: IdleWindow | None = None
+        finished: float | None = None
+        if self._exported and self._start is not None:
+            idle_after, end = self._idle()
+            begin, done = finished_requests(self._start), finished_requests(end)
+            finished = None if begin is None or done is None else done - begin
+        return judge_traffic(
+            exported=self._exported,
+            idle_before=self._idle_before,
+            idle_after=idle_after,
+            requests_sent=requests_sent,
+            requests_finished=finished,
+        )

@@ -28,6 +28,8 @@ from typing import NamedTuple
 
 __all__ = ["ArgSource", "main", "parse_arg_source", "probe", "registry_algorithms"]
 
+_CONFIG_PARSER = "server_args_config_parser.py"
+"""SGLang's YAML `--config` support (`ConfigArgumentMerger`); its presence means the flag is read."""
 _DISTS = ("sglang", "sgl-kernel", "torch", "transformers", "flashinfer-python")
 _ALGORITHM_FLAG = "--speculative-algorithm"
 _ALGORITHM_FIELD = "speculative_algorithm"
@@ -108,6 +110,56 @@ class ArgSource(NamedTuple):
     """Whether the string "NEXTN" appears (the code rewrites that alias to EAGLE)."""
 
 
+class _Declaration(NamedTuple):
+    """What one call or class of a server-argument file declares."""
+
+    flags: list[str]
+    algorithm: bool
+    """Whether it declares `--speculative-algorithm`."""
+    choices: ast.expr | None
+    """The last `choices=` given with that declaration (None without one)."""
+
+
+def _call_declaration(node: ast.Call, constants: dict[str, ast.expr]) -> _Declaration:
+    """An `add_argument("--flag", ..., aliases=..., choices=...)`-style call."""
+    names = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+    flags = [n for n in names if n.startswith("--")]
+    algorithm = _ALGORITHM_FLAG in flags
+    aliases = _keyword(node, "aliases")
+    if aliases is not None:
+        flags += [s for s in (_strings(aliases, constants) or []) if s.startswith("--")]
+    return _Declaration(flags, algorithm, _keyword(node, "choices") if algorithm else None)
+
+
+def _annotation_choices(annotation: ast.expr) -> ast.expr | None:
+    """The `choices=` of the last call inside a field's annotation that has one (`A[str, Field(choices=...)]`)."""
+    found = None
+    for sub in ast.walk(annotation):
+        choices = _keyword(sub, "choices") if isinstance(sub, ast.Call) else None
+        if choices is not None:
+            found = choices
+    return found
+
+
+def _class_declaration(node: ast.ClassDef) -> _Declaration:
+    """The public annotated fields of a `ServerArgs`-style dataclass, each the flag of its dashed name."""
+    flags: list[str] = []
+    algorithm = False
+    choices: ast.expr | None = None
+    for item in node.body:
+        if not (isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)):
+            continue
+        if item.target.id.startswith("_") or not _is_annotated(item.annotation):
+            continue
+        flags.append("--" + item.target.id.replace("_", "-"))
+        if item.target.id == _ALGORITHM_FIELD:
+            algorithm = True
+            found = _annotation_choices(item.annotation)
+            if found is not None:
+                choices = found
+    return _Declaration(flags, algorithm, choices)
+
+
 def parse_arg_source(source: str) -> ArgSource:
     """Flags, and the `--speculative-algorithm` declaration, of one server-argument source file."""
     tree = ast.parse(source)
@@ -119,31 +171,18 @@ def parse_arg_source(source: str) -> ArgSource:
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and node.value == _NEXTN:
             nextn = True
-        elif isinstance(node, ast.Call):
-            names = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
-            option_names = [n for n in names if n.startswith("--")]
-            flags.update(option_names)
-            aliases = _keyword(node, "aliases")
-            if aliases is not None:
-                flags.update(s for s in (_strings(aliases, constants) or []) if s.startswith("--"))
-            if _ALGORITHM_FLAG in option_names:
-                declared = True
-                found = _keyword(node, "choices")
-                if found is not None:
-                    choices = _strings(found, constants)
+            continue
+        if isinstance(node, ast.Call):
+            found = _call_declaration(node, constants)
         elif isinstance(node, ast.ClassDef):
-            for item in node.body:
-                if not (isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)):
-                    continue
-                if item.target.id.startswith("_") or not _is_annotated(item.annotation):
-                    continue
-                flags.add("--" + item.target.id.replace("_", "-"))
-                if item.target.id == _ALGORITHM_FIELD:
-                    declared = True
-                    for sub in ast.walk(item.annotation):
-                        found = _keyword(sub, "choices") if isinstance(sub, ast.Call) else None
-                        if found is not None:
-                            choices = _strings(found, constants)
+            found = _class_declaration(node)
+        else:
+            continue
+        flags.update(found.flags)
+        declared = declared or found.algorithm
+        # The last declaration with choices wins, even when its choices are computed (then None).
+        if found.choices is not None:
+            choices = _strings(found.choices, constants)
     return ArgSource(flags=sorted(flags), declared=declared, choices=choices, nextn_alias=nextn)
 
 
@@ -273,6 +312,8 @@ def probe(paths: Sequence[str] | None = None) -> dict[str, object]:
         algorithms, source_kind = [], "none"
     out["algorithms"] = list(dict.fromkeys(algorithms))
     out["algorithm_source"] = source_kind
+    if (srt / _CONFIG_PARSER).exists():
+        flags.add("--config")  # read by prepare_server_args, outside the argparse declarations
     out["flags"] = sorted(flags)
     out["server_endpoints"] = _endpoints(_read(srt / "entrypoints" / "http_server.py"))
     out["seconds"] = round(time.monotonic() - started, 4)

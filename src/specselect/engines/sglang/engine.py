@@ -12,26 +12,62 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
-from specselect.artifacts.io import atomic_write_bytes
-from specselect.engines.base import LaunchSpec, ReleaseCheck, RunningServer, SanityResult
-from specselect.engines.launchargs import launch_api_key, python_or_command, server_process_args
-from specselect.engines.redaction import REDACTED
-from specselect.engines.server import ServerProcess
-from specselect.engines.serving import sanity_check, server_api_key, server_get
-from specselect.engines.sglang.launch import build_sglang_argv
-from specselect.engines.sglang.probe import SglangCapabilities, probe_sglang
+from specselect.admission.capacity import CapacityTerms
+from specselect.admission.gather import Gathered, Resolving, disabled, gather_admission
+from specselect.assets.memory import MemoryTerms, sglang_default_mem_fraction
+from specselect.assets.refs import ResolvedModel
+from specselect.common.fileio import atomic_write_bytes
+from specselect.common.secrets import REDACTED, write_private_file
+from specselect.engines.acceptance import SpecDecodeCounters, SpecTelemetry
+from specselect.engines.base import (
+    EngineSetup,
+    Finding,
+    GroupContext,
+    GroupIdentity,
+    LaunchSpec,
+    ProgressFn,
+    Proposal,
+    ReleaseCheck,
+    RunningServer,
+    SanityResult,
+    ScheduleRange,
+    ServeFlags,
+    ServeOptions,
+)
+from specselect.engines.capabilities import SglangCapabilities
+from specselect.engines.devices import group_budget_mb, visible_setting
+from specselect.engines.http import sanity_check, server_api_key, server_get
+from specselect.engines.launchargs import launch_api_key, python_or_command, server_options
+from specselect.engines.launching import (
+    LaunchedServing,
+    controller_check,
+    deploy_spec,
+    group_launch_spec,
+    launched_identity,
+    launcher_findings,
+    nvml_ids,
+    probe_failed,
+    require_target,
+    serve_flags_of,
+)
+from specselect.engines.prometheus import MetricsSnapshot, parse_prometheus
+from specselect.engines.server import ServerOptions, ServerProcess
+from specselect.engines.settings import group_settings
+from specselect.engines.sglang.gate import backend_gate, sglang_method
+from specselect.engines.sglang.launch import SGLANG_SERVER_MODULE, build_sglang_argv
+from specselect.engines.sglang.probe import probe_sglang
 from specselect.engines.sglang.serverinfo import ServerInfoReading, ServerInfoSnapshot, parse_server_info
-from specselect.engines.sglang.specargs import build_sglang_speculative_args
+from specselect.engines.sglang.specargs import build_sglang_speculative_args, sglang_algorithm
 from specselect.engines.sglang.telemetry import (
     SglangAcceptance,
     acceptance_from_snapshots,
     acceptance_to_counters,
     to_spec_telemetry,
 )
-from specselect.engines.telemetry import MetricsSnapshot, SpecDecodeCounters, SpecTelemetry, parse_prometheus
-from specselect.errors import ArtifactError, ConfigError, ProtocolError
+from specselect.errors import ArtifactError, ConfigError, EngineSetupError, ProtocolError
+from specselect.plan import EngineConfig, Plan
 
 __all__ = ["SERVER_INFO_PATHS", "SglangEngine"]
 
@@ -40,6 +76,8 @@ SERVER_INFO_PATHS: tuple[str, ...] = ("/server_info", "/get_server_info")
 
 # A secret-looking name, so ServerProcess redacts the key's value from recorded commands and log tails.
 _KEY_ENV = "SPECSELECT_SGLANG_API_KEY"
+_SECRETS_FILE = ".sglang-api-key.yaml"
+"""In the group's run directory while its server runs: SGLang's `--config` file holding only the API key."""
 
 
 class _HasPython(Protocol):
@@ -48,17 +86,29 @@ class _HasPython(Protocol):
 
 
 class _ScrubbingServerProcess(ServerProcess):
-    """A ServerProcess that removes a secret from the server's log file whenever the server stops.
+    """A ServerProcess that hands SGLang its API key in a mode-0600 YAML file (`--config`), removes that file and
+    the key from the server's log file whenever the server stops.
 
     SGLang logs its full `ServerArgs` at start-up, the API key included.
     """
 
-    def __init__(self, argv_for_port: Callable[[int], Sequence[str]], *, secret: str | None, **kwargs: Any) -> None:
-        super().__init__(argv_for_port, **kwargs)
+    def __init__(
+        self,
+        argv_for_port: Callable[[int], Sequence[str]],
+        options: ServerOptions,
+        *,
+        secret: str | None,
+        secrets_file: Path | None,
+    ) -> None:
+        super().__init__(argv_for_port, options)
         self._secret = secret.encode() if secret else None
-        self._log = Path(kwargs["log_path"])
+        self._secrets_file = secrets_file
+        self._log = Path(options.log_path)
 
     def _scrub(self) -> None:
+        if self._secrets_file is not None:
+            with contextlib.suppress(OSError):
+                self._secrets_file.unlink()
         if not self._secret:
             return
         with contextlib.suppress(OSError, ArtifactError):
@@ -68,6 +118,8 @@ class _ScrubbingServerProcess(ServerProcess):
 
     def __enter__(self) -> RunningServer:
         try:
+            if self._secrets_file is not None and self._secret is not None:
+                write_private_file(self._secrets_file, f"api-key: {json.dumps(self._secret.decode())}\n")
             return super().__enter__()
         except BaseException:
             self._scrub()
@@ -92,6 +144,7 @@ class SglangEngine:
     """Engine kind "sglang": `python -m sglang.launch_server` (or a user's command prefix)."""
 
     kind = "sglang"
+    launches_servers = True
 
     def __init__(
         self,
@@ -119,27 +172,163 @@ class SglangEngine:
         self._poll_interval_s = poll_interval_s
         self._health_path = health_path
 
+    @classmethod
+    def from_config(cls, config: EngineConfig) -> SglangEngine:
+        """The engine a plan's `[engine]` names; its probe sees the plan's engine environment (a PYTHONPATH, say)."""
+        python = Path(config.python).expanduser() if config.python else None
+        return cls(python, command=config.command, probe_env=config.env)
+
+    def _bound(self, setup: EngineSetup) -> SglangEngine:
+        """This engine with the probe's answers (flags, algorithms, endpoints) for checking a launch."""
+        caps = setup.caps if isinstance(setup.caps, SglangCapabilities) else None
+        return SglangEngine(
+            self._python,
+            command=self._command,
+            caps=caps,
+            probe_env=self._probe_env,
+            term_grace_s=self._term_grace_s,
+            poll_interval_s=self._poll_interval_s,
+            health_path=self._health_path,
+        )
+
+    def prepare(self, plan: Plan, *, home: Path | None, progress: ProgressFn) -> EngineSetup:
+        """Probe the SGLang of the plan's python (no server is started)."""
+        if self._python is None:
+            return EngineSetup(kind=self.kind, probe_error="engine.command given without engine.python: not probed")
+        try:
+            caps = self.probe(
+                cache_dir=(home / "cache" / "probe") if home else None, visible=visible_setting(plan.engine.env)
+            )
+        except EngineSetupError as exc:
+            return EngineSetup(kind=self.kind, python=self._python, probe_error=exc.one_line())
+        return EngineSetup(kind=self.kind, caps=caps, python=self._python, engine_version=caps.engine_version)
+
+    def plan_problems(self, plan: Plan) -> list[str]:
+        """None that need no probe: its arguments are checked against the probed version's own."""
+        return []
+
+    def audit(self, plan: Plan, setup: EngineSetup) -> list[Finding]:
+        """The findings every launcher has (SGLang adds none)."""
+        return launcher_findings(plan, setup)
+
+    def admit(self, ctx: GroupContext, *, home: Path | None) -> Gathered:
+        """SGLang's backend gate, then the shared asset, compatibility and capacity gates."""
+        cand = ctx.candidate
+        method = sglang_method(cand.family, cand.method)
+        if not cand.enabled:
+            return disabled(method)
+        caps = ctx.setup.caps
+        if not isinstance(caps, SglangCapabilities):
+            backend = probe_failed(method, ctx.setup)
+        else:
+            backend = backend_gate(cand.family, cand.method, caps, min_engine_version=cand.min_engine_version)
+            if backend.passed:
+                backend = controller_check(method, cand, caps, dict(backend.facts)) or backend
+        return gather_admission(
+            cand,
+            require_target(ctx),
+            method=method,
+            backend=backend,
+            capacity=lambda proposer: self.capacity_terms(ctx, proposer),
+            resolving=Resolving(home=home, python=ctx.setup.python, verify_weights=ctx.verify_weights),
+        )
+
+    def capacity_terms(self, ctx: GroupContext, proposer: ResolvedModel | None) -> CapacityTerms:
+        """SGLang's share of each GPU (`--mem-fraction-static`, else SGLang's own default for the algorithm);
+        the draft runs at the target's tensor parallel size."""
+        caps = cast(SglangCapabilities, ctx.setup.caps)
+        settings = group_settings(ctx, utilization_flag="--mem-fraction-static")
+        budget_mb = group_budget_mb(caps, ctx.candidate.env)
+        share, source = settings.gpu_memory_utilization, "engine_args"
+        if share is None:
+            share, source = (
+                sglang_default_mem_fraction(
+                    budget_mb,
+                    tensor_parallel_size=settings.tensor_parallel_size,
+                    pipeline_parallel_size=settings.pipeline_parallel_size,
+                    speculative_algorithm=sglang_algorithm(ctx.candidate.family, ctx.candidate.method),
+                ),
+                "sglang_default",
+            )
+        return CapacityTerms(
+            memory=MemoryTerms(
+                device_kind=caps.device_kind,
+                budget_mb=budget_mb,
+                dtype=settings.dtype,
+                tensor_parallel_size=settings.tensor_parallel_size,
+                pipeline_parallel_size=settings.pipeline_parallel_size,
+                data_parallel_size=settings.data_parallel_size,
+                gpu_memory_utilization=None if caps.on_cpu else share,
+                # SGLang's fraction already leaves activations and CUDA graphs outside the budget.
+                gpu_runtime_overhead_mb=0.0,
+            ),
+            devices_available=len(caps.devices),
+            utilization_source=source,
+        )
+
+    def identity(self, ctx: GroupContext) -> GroupIdentity:
+        return launched_identity(ctx)
+
+    def _group_config(self, ctx: GroupContext, gathered: Gathered | None) -> dict[str, Any] | None:
+        cand = ctx.candidate
+        if cand.is_baseline:
+            return None
+        return self._bound(ctx.setup).speculative_config(
+            Proposal.of(cand, gathered),
+            target_path=require_target(ctx).path,
+            tensor_parallel_size=ctx.engine.tensor_parallel_size,
+            location=f"candidates.{cand.name}",
+        )
+
+    def serve(self, ctx: GroupContext, gathered: Gathered | None, options: ServeOptions) -> LaunchedServing:
+        """Start the group's SGLang server (its `--speculative-*` arguments checked against the probe)."""
+        engine = self._bound(ctx.setup)
+        env = {**ctx.engine.env, **ctx.candidate.env}
+        spec = group_launch_spec(ctx, options, speculative_config=self._group_config(ctx, gathered), env=env)
+        return LaunchedServing(engine.launch(spec), engine, devices=nvml_ids(ctx))
+
+    def serve_flags(
+        self,
+        ctx: GroupContext,
+        gathered: Gathered | None,
+        *,
+        disable_prefix_caching: bool = False,
+        extra_speculative: Mapping[str, Any] | None = None,
+    ) -> ServeFlags:
+        """`python -m sglang.launch_server` with the group's `--speculative-*` arguments, on the plan's address."""
+        config = self._group_config(ctx, gathered)
+        if config is not None and extra_speculative:
+            config = {**config, **extra_speculative}
+        env = {**ctx.engine.env, **ctx.candidate.env}
+        spec = deploy_spec(ctx, speculative_config=config, env=env, disable_prefix_caching=disable_prefix_caching)
+        argv = build_sglang_argv(
+            spec, spec.port, python=None if self._command else "python", command=self._command, enable_metrics=False
+        )
+        program = len(self._command) if self._command else len(("python", "-m", SGLANG_SERVER_MODULE))
+        return serve_flags_of(ctx, gathered, spec, argv, program_length=program)
+
+    def batch_schedule(self, schedule: Sequence[ScheduleRange], setup: EngineSetup) -> Mapping[str, Any] | None:
+        """SGLang has no per-batch-size proposal schedule."""
+        return None
+
     @property
     def capabilities(self) -> SglangCapabilities | None:
         """The probe result given or found by `probe()`, used to check arguments before launching."""
         return self._caps
 
-    def probe(self, cache_dir: Path | None = None) -> SglangCapabilities:
-        """What this SGLang installation supports (read from its files; no server is started)."""
+    def probe(self, cache_dir: Path | None = None, *, visible: str | None = None) -> SglangCapabilities:
+        """What this SGLang installation supports (read from its files; no server is started); `visible`: the
+        engine environment's CUDA_VISIBLE_DEVICES."""
         if self._python is None:
             raise ConfigError(
                 "cannot probe SGLang behind a custom command", location="engine.command", fix="also give the python"
             )
-        self._caps = probe_sglang(self._python, cache_dir=cache_dir, env=self._probe_env)
+        self._caps = probe_sglang(self._python, cache_dir=cache_dir, env=self._probe_env, visible=visible)
         return self._caps
 
     def speculative_config(
         self,
-        family: str,
-        method: str | None,
-        num_speculative_tokens: int | None,
-        proposer_path: str | Path | None,
-        options: Mapping[str, Any] | None = None,
+        proposal: Proposal,
         *,
         target_path: str | Path | None = None,
         tensor_parallel_size: int = 1,
@@ -148,11 +337,7 @@ class SglangEngine:
         """The `LaunchSpec.speculative_config` of a candidate: SGLang's speculative arguments (see `specargs`)."""
         caps = self._caps
         return build_sglang_speculative_args(
-            family,
-            method,
-            num_speculative_tokens,
-            proposer_path,
-            options,
+            proposal,
             target_path=target_path,
             tensor_parallel_size=tensor_parallel_size,
             accepted_algorithms=caps.speculative_algorithms if caps is not None else None,
@@ -163,16 +348,29 @@ class SglangEngine:
     def _enable_metrics(self) -> bool:
         return self._caps is None or self._caps.launch_flags.get("--enable-metrics", True)
 
-    def argv(self, spec: LaunchSpec, port: int, *, api_key: str | None = None) -> list[str]:
-        """The exact argv a launch of `spec` on `port` runs (the API key, when given, in clear)."""
+    def argv(self, spec: LaunchSpec, port: int, *, secrets_file: Path | None = None) -> list[str]:
+        """The exact argv a launch of `spec` on `port` runs (`secrets_file`: the API key's YAML file)."""
         return build_sglang_argv(
             spec,
             port,
             python=self._python,
             command=self._command,
-            api_key=api_key,
+            secrets_file=secrets_file,
             enable_metrics=self._enable_metrics(),
         )
+
+    def _secrets_file(self, spec: LaunchSpec, api_key: str | None) -> Path | None:
+        """Where the API key goes (None without one); ConfigError when this SGLang cannot read it from a file."""
+        if not api_key:
+            return None
+        if self._caps is not None and not self._caps.launch_flags.get("--config", False):
+            raise ConfigError(
+                f"SGLang {self._caps.engine_version} reads an API key only from its command line (it has no "
+                "--config), where every local user would see it in ps",
+                location=f"groups.{spec.group}.api_key_env",
+                fix="upgrade SGLang to a version with --config YAML files, or drop api_key_env",
+            )
+        return Path(spec.run_dir).absolute() / _SECRETS_FILE
 
     def _check_launch_flags(self, argv: Sequence[str]) -> None:
         if self._caps is None or self._command:
@@ -188,19 +386,24 @@ class SglangEngine:
     def launch(self, spec: LaunchSpec) -> ServerProcess:
         """A context manager yielding the ready server; `.release_check` holds the teardown check afterwards."""
         api_key = launch_api_key(spec)
-        self._check_launch_flags(self.argv(spec, spec.port or 1, api_key=api_key))  # fail before spawning
+        secrets_file = self._secrets_file(spec, api_key)
+        self._check_launch_flags(self.argv(spec, spec.port or 1, secrets_file=secrets_file))  # fail before spawning
         env = dict(spec.env)
         if api_key:
             env[_KEY_ENV] = api_key
-        return _ScrubbingServerProcess(
-            lambda port: self.argv(spec, port, api_key=api_key),
-            secret=api_key,
-            **server_process_args(spec),
+        options = server_options(
+            spec,
             env=env,
             name=f"SGLang server for {spec.group}",
             health_path=self._health_path,
             term_grace_s=self._term_grace_s,
             poll_interval_s=self._poll_interval_s,
+        )
+        return _ScrubbingServerProcess(
+            lambda port: self.argv(spec, port, secrets_file=secrets_file),
+            options,
+            secret=api_key,
+            secrets_file=secrets_file,
         )
 
     @staticmethod

@@ -12,19 +12,24 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from packaging.version import InvalidVersion, Version
-
-from specselect.core.admission import FactValue, GateCheck
+from specselect.core.families import classify_family
+from specselect.core.gates import FactValue, GateCheck
+from specselect.engines.launching import min_version_check
 from specselect.engines.sglang.specargs import SGLANG_FAMILY_METHODS, SGLANG_METHOD_ALGORITHMS, sglang_algorithm
 
 if TYPE_CHECKING:
-    from specselect.engines.sglang.probe import SglangCapabilities
+    from specselect.engines.capabilities import SglangCapabilities
 
-__all__ = ["backend_gate"]
+__all__ = ["backend_gate", "sglang_method"]
 
 
-def _plain_version(text: str) -> Version:
-    return Version(Version(text).public)
+def sglang_method(family: str, method: str | None) -> str:
+    """The method of a candidate on SGLang: the one it names, else its family's first SGLang method (a family
+    SGLang cannot run keeps its canonical name, which the backend gate refuses)."""
+    if method:
+        return method.strip().lower()
+    canonical = classify_family(family).family
+    return SGLANG_FAMILY_METHODS[canonical][0] if canonical in SGLANG_FAMILY_METHODS else canonical
 
 
 def backend_gate(
@@ -45,14 +50,9 @@ def backend_gate(
         return GateCheck.fail("family_not_in_engine", sglang_families=known, **facts)
     if algorithm not in caps.speculative_algorithms:
         return GateCheck.fail("method_not_in_backend", **facts)
-    if min_engine_version:
-        facts["min_engine_version"] = min_engine_version
-        try:
-            too_old = _plain_version(caps.engine_version) < _plain_version(min_engine_version)
-        except InvalidVersion:
-            return GateCheck.fail("backend_probe_failed", problem="unparseable engine version", **facts)
-        if too_old:
-            return GateCheck.fail("engine_version_too_old", **facts)
+    too_old = min_version_check(caps.engine_version, min_engine_version, facts)
+    if too_old is not None:
+        return too_old
     # Keyed by specselect method: any method of the same algorithm answers (`deepseek_mtp` -> NEXTN -> mtp).
     required = next(
         (

@@ -4,8 +4,9 @@ Flag names are SGLang's own (`ServerArgs` fields with dashes): `--model-path`, `
 `--host`, `--port`, `--dtype`, `--context-length`, `--tp-size`, `--pp-size`, `--dp-size`,
 `--enable-metrics` (for the `sglang:*` counters acceptance is read from), the `--speculative-*` flags
 of the candidate (see `specargs`), `--disable-radix-cache` for the "disabled" prefix-cache policy and
-`--api-key`. SGLang reads its API key from argv only: the recorded command and every log tail show it
-as `***` (`engines.redaction`), and `SglangEngine` scrubs it from the server log when the server stops.
+`--config` naming a mode-0600 YAML file that carries the API key: SGLang reads its key from its arguments
+only, and a key on the command line would show in `ps` to every local user. `SglangEngine` writes that file,
+removes it when the server stops and scrubs the key from the server log (SGLang logs its `ServerArgs`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from specselect.common.secrets import is_secret_flag
 from specselect.engines.base import LaunchSpec
 from specselect.engines.launchargs import command_head, flag_name, repeated_engine_arg, secret_engine_arg, serving_args
 from specselect.engines.sglang.specargs import sglang_flag
@@ -24,7 +26,6 @@ __all__ = ["SGLANG_SERVER_MODULE", "build_sglang_argv", "speculative_argv"]
 SGLANG_SERVER_MODULE = "sglang.launch_server"
 """Run with `python -m` (the `sglang serve` script is newer and absent from older releases)."""
 
-_SECRET_FLAGS = frozenset({"--api-key"})
 # Owned by specselect (with SGLang's aliases of them), even when a launch does not emit them.
 _RESERVED_FLAGS = frozenset(
     {
@@ -70,7 +71,7 @@ def speculative_argv(args: Mapping[str, Any]) -> list[str]:
 def _check_engine_args(spec: LaunchSpec, ours: frozenset[str]) -> None:
     for extra in spec.engine_args:
         flag = flag_name(extra)
-        if flag in _SECRET_FLAGS:
+        if flag and is_secret_flag(flag):
             raise secret_engine_arg(spec, flag)
         if flag.startswith(_SPECULATIVE_PREFIX):
             raise ConfigError(
@@ -88,7 +89,7 @@ def build_sglang_argv(
     *,
     python: str | Path | None = None,
     command: Sequence[str] | None = None,
-    api_key: str | None = None,
+    secrets_file: Path | None = None,
     enable_metrics: bool = True,
 ) -> list[str]:
     """`[python, -m, sglang.launch_server, ...flags, ...engine_args]` (or `command` as the head).
@@ -96,6 +97,7 @@ def build_sglang_argv(
     `spec.speculative_config` is SGLang's speculative-arguments object (`build_sglang_speculative_args`).
     Parallel sizes become `--tp-size` (always), `--pp-size` / `--dp-size` (when above 1); a distributed
     executor backend is vLLM's and is refused. `per_request_spec_metrics` has no SGLang flag and is ignored.
+    `secrets_file` is the YAML file with the API key (`--config`): the key itself is never in the argv.
     """
     head = command_head(
         python,
@@ -124,7 +126,7 @@ def build_sglang_argv(
         args += speculative_argv(spec.speculative_config)
     if spec.disable_prefix_caching:
         args.append("--disable-radix-cache")
+    if secrets_file is not None:
+        args += ["--config", str(secrets_file)]
     _check_engine_args(spec, _RESERVED_FLAGS | {a for a in args if a.startswith("--")})
-    if api_key:
-        args += ["--api-key", api_key]
     return head + args + list(spec.engine_args)

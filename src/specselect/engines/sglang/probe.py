@@ -18,25 +18,23 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
+from specselect.common.home import default_home
+from specselect.engines.capabilities import SglangCapabilities
+from specselect.engines.devices import scan_devices
 from specselect.engines.probing import (
     HOST_RESERVE_MB,
-    DeviceInfo,
     cached_probe,
     device_budget,
     dist_records,
     probe_versions,
-    query_devices,
     records_cache_key,
 )
 from specselect.engines.sglang.specargs import supported_methods
-from specselect.engines.vllm.envsetup import default_home
 from specselect.errors import EngineSetupError
 
-__all__ = ["LAUNCH_FLAGS", "SglangCapabilities", "probe_sglang", "sglang_probe_cache_key"]
+__all__ = ["LAUNCH_FLAGS", "probe_sglang", "sglang_probe_cache_key"]
 
 LAUNCH_FLAGS = (
     "--model-path",
@@ -51,44 +49,9 @@ LAUNCH_FLAGS = (
     "--enable-metrics",
     "--disable-radix-cache",
     "--api-key",
+    "--config",
 )
 """The flags specselect's SGLang launcher may emit; the probe records which ones the installed version declares."""
-
-
-class SglangCapabilities(BaseModel):
-    """The probed capabilities of one SGLang environment on this host.
-
-    Field names match `EngineCapabilities` (vLLM) where admission reads them; `spec_methods` are
-    specselect method names (`eagle3`, `draft_model`, ...) whose SGLang algorithm this version accepts.
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    schema_version: int = 1
-    kind: Literal["sglang"] = "sglang"
-    engine_version: str
-    python: str
-    device_kind: Literal["cpu", "cuda"]
-    devices: tuple[DeviceInfo, ...]
-    memory_budget_mb: int
-    memory_budget_basis: str
-    spec_methods: tuple[str, ...]
-    mtp_methods: tuple[str, ...] = ()
-    per_request_spec_metrics_flag: bool = False
-    """SGLang has no per-request acceptance flag on its OpenAI routes."""
-    method_hardware: dict[str, str]
-    optional_modules: dict[str, bool] = Field(default_factory=dict)
-    versions: dict[str, str | None]
-    speculative_algorithms: tuple[str, ...]
-    """`--speculative-algorithm` values as SGLang spells them (NEXTN included when the alias exists)."""
-    algorithm_source: Literal["argparse_choices", "registry", "none"]
-    """Where they were read: argparse `choices`, or the `SpeculativeAlgorithm` registry in spec_info.py."""
-    speculative_flags: tuple[str, ...]
-    launch_flags: dict[str, bool]
-    """Each flag of `LAUNCH_FLAGS` -> declared by this version."""
-    server_endpoints: tuple[str, ...]
-    probed_in_s: float
-    from_cache: bool = False
 
 
 def sglang_probe_cache_key(python: Path) -> str | None:
@@ -101,11 +64,16 @@ def _strs(value: Any) -> tuple[str, ...]:
 
 
 def probe_sglang(
-    python: Path, *, cache_dir: Path | None = None, env: Mapping[str, str] | None = None
+    python: Path,
+    *,
+    cache_dir: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    visible: str | None = None,
 ) -> SglangCapabilities:
     """Probe the SGLang of `python` (cached per environment; no server, no `import sglang`).
 
-    `env` is added to the probe's environment (PYTHONPATH for an SGLang outside site-packages, say).
+    `env` is added to the probe's environment (PYTHONPATH for an SGLang outside site-packages, say); `visible`
+    is the CUDA_VISIBLE_DEVICES of the engine's environment.
     EngineSetupError when the python cannot run or has no sglang.
     """
     started = time.monotonic()
@@ -133,7 +101,8 @@ def probe_sglang(
     flags = set(_strs(engine.get("flags")))
     methods = supported_methods(algorithms)
     budget = device_budget(
-        query_devices(),
+        scan_devices(),
+        visible,
         cuda_basis="total memory of the smallest visible GPU (SGLang's --mem-fraction-static applies in the estimate)",
         cpu_basis=f"host RAM minus {HOST_RESERVE_MB} MB; SGLang's speculative decoding does not run on CPU",
     )
@@ -141,10 +110,7 @@ def probe_sglang(
     return SglangCapabilities(
         engine_version=version,
         python=str(python),
-        device_kind=budget.device_kind,
-        devices=budget.devices,
-        memory_budget_mb=budget.memory_budget_mb,
-        memory_budget_basis=budget.memory_budget_basis,
+        **budget.caps_fields(),
         spec_methods=methods,
         method_hardware=dict.fromkeys(methods, "cuda"),
         versions=versions,

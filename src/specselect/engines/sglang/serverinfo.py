@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from specselect.engines.telemetry import MetricsSnapshot
+from specselect.engines.prometheus import MetricsSnapshot
 from specselect.errors import ProtocolError
 
 __all__ = ["ServerInfoReading", "ServerInfoSnapshot", "ServerInfoState", "parse_server_info"]

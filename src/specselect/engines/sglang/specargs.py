@@ -36,6 +36,7 @@ from types import MappingProxyType
 from typing import Any
 
 from specselect.core.families import UnknownFamilyError, classify_family
+from specselect.engines.base import Proposal
 from specselect.errors import ConfigError
 
 __all__ = [
@@ -181,6 +182,57 @@ def _group(algorithm: str) -> str:
     return "eagle"
 
 
+def _draft_tp_check(value: Any, tensor_parallel_size: int, where: str) -> None:
+    # SGLang runs the draft with the target's tensor parallelism; there is no separate size.
+    if _positive_int(value, where, "draft_tensor_parallel_size") != tensor_parallel_size:
+        raise ConfigError(
+            f"SGLang drafts with the target's tensor parallel size ({tensor_parallel_size}), not {value}",
+            location=where,
+            fix="remove draft_tensor_parallel_size or set it to the engine's tensor_parallel_size",
+        )
+
+
+def _unknown_option(
+    raw_key: str, flag: str, *, algorithm: str, allowed: Collection[str], accepted: Collection[str] | None, where: str
+) -> ConfigError:
+    if accepted is None:
+        listed = sorted(allowed)
+    else:
+        listed = sorted(
+            f.removeprefix("--speculative-").replace("-", "_") for f in accepted if f.startswith("--speculative-")
+        )
+    return ConfigError(
+        f"unknown SGLang option {raw_key!r} for {algorithm}"
+        + (" (the installed SGLang has no " + flag + ")" if accepted is not None else ""),
+        location=where,
+        fix=f"use one of: {', '.join(listed)}",
+    )
+
+
+def _option_key(raw_key: str, algorithm: str, group: str, where: str) -> str:
+    """The `ServerArgs` name of an option (vLLM's n-gram names translated); ConfigError for another group's."""
+    key = raw_key.removeprefix(_PREFIX)
+    if key in _VLLM_NAMES and group == "ngram":
+        key = _VLLM_NAMES[key]
+    other_group = next((g for g in ("ngram", "dflash") if key.startswith(f"{g}_") and g != group), None)
+    if other_group is not None:
+        raise ConfigError(
+            f"option {raw_key!r} belongs to {other_group.upper()}, not {algorithm}", location=where, fix="remove it"
+        )
+    return key
+
+
+def _check_ngram_window(out: Mapping[str, Any], location: str) -> None:
+    low = out.get(f"{_PREFIX}ngram_min_match_window_size")
+    high = out.get(f"{_PREFIX}ngram_max_match_window_size")
+    if isinstance(low, int) and isinstance(high, int) and low > high:
+        raise ConfigError(
+            f"the n-gram minimum match window ({low}) is larger than the maximum ({high})",
+            location=f"{location}.options",
+            fix="make the minimum <= the maximum",
+        )
+
+
 def _normalised_options(
     options: Mapping[str, Any],
     algorithm: str,
@@ -194,57 +246,64 @@ def _normalised_options(
     out: dict[str, Any] = {}
     for raw_key, value in options.items():
         where = f"{location}.options.{raw_key}"
-        key = raw_key.removeprefix(_PREFIX)
-        if key in _RESERVED:
-            raise ConfigError(f"{raw_key!r} cannot be set in options", location=where, fix=_RESERVED[key])
-        if key in _CONSUMED:
+        bare = raw_key.removeprefix(_PREFIX)
+        if bare in _RESERVED:
+            raise ConfigError(f"{raw_key!r} cannot be set in options", location=where, fix=_RESERVED[bare])
+        if bare in _CONSUMED:
             continue
-        if key == "draft_tensor_parallel_size":
-            # SGLang runs the draft with the target's tensor parallelism; there is no separate size.
-            if _positive_int(value, where, key) != tensor_parallel_size:
-                raise ConfigError(
-                    f"SGLang drafts with the target's tensor parallel size ({tensor_parallel_size}), not {value}",
-                    location=where,
-                    fix="remove draft_tensor_parallel_size or set it to the engine's tensor_parallel_size",
-                )
+        if bare == "draft_tensor_parallel_size":
+            _draft_tp_check(value, tensor_parallel_size, where)
             continue
-        if key in _VLLM_NAMES and group == "ngram":
-            key = _VLLM_NAMES[key]
-        other_group = next((g for g in ("ngram", "dflash") if key.startswith(f"{g}_") and g != group), None)
-        if other_group is not None:
-            raise ConfigError(
-                f"option {raw_key!r} belongs to {other_group.upper()}, not {algorithm}",
-                location=where,
-                fix="remove it",
-            )
+        key = _option_key(raw_key, algorithm, group, where)
         flag = sglang_flag(_PREFIX + key)
         known = flag in accepted_flags if accepted_flags is not None else key in allowed
         if not known:
-            listed = (
-                sorted(allowed)
-                if accepted_flags is None
-                else sorted(
-                    f.removeprefix("--speculative-").replace("-", "_")
-                    for f in accepted_flags
-                    if f.startswith("--speculative-")
-                )
-            )
-            raise ConfigError(
-                f"unknown SGLang option {raw_key!r} for {algorithm}"
-                + (" (the installed SGLang has no " + flag + ")" if accepted_flags is not None else ""),
-                location=where,
-                fix=f"use one of: {', '.join(listed)}",
+            raise _unknown_option(
+                raw_key, flag, algorithm=algorithm, allowed=allowed, accepted=accepted_flags, where=where
             )
         out[_PREFIX + key] = _option_value(raw_key, value, where)
-    low = out.get(f"{_PREFIX}ngram_min_match_window_size")
-    high = out.get(f"{_PREFIX}ngram_max_match_window_size")
-    if isinstance(low, int) and isinstance(high, int) and low > high:
-        raise ConfigError(
-            f"the n-gram minimum match window ({low}) is larger than the maximum ({high})",
-            location=f"{location}.options",
-            fix="make the minimum <= the maximum",
-        )
+    _check_ngram_window(out, location)
     return out
+
+
+def _dflash_budget(
+    k: int | None, topk: int | None, steps: int | None, opts: dict[str, Any], location: str
+) -> dict[str, Any]:
+    if topk not in (None, 1) or steps not in (None, 1):
+        raise ConfigError(
+            f"DFLASH drafts one block in one step (eagle_topk 1, num_steps 1), got {topk} and {steps}",
+            location=f"{location}.options",
+            fix="remove eagle_topk and num_steps",
+        )
+    block = opts.get(f"{_PREFIX}dflash_block_size")
+    if k is not None and block is not None and block != k + 1:
+        raise ConfigError(
+            f"dflash_block_size {block} disagrees with num_speculative_tokens {k} (block = tokens + 1)",
+            location=f"{location}.options.dflash_block_size",
+            fix=f"remove dflash_block_size or set it to {k + 1}",
+        )
+    return {f"{_PREFIX}num_draft_tokens": k + 1} if k is not None else {}
+
+
+def _eagle_shape(k: int | None, topk: int | None, steps: int | None, location: str) -> tuple[int | None, int | None]:
+    """(num_steps, eagle_topk): a chain of k steps at top-k 1, or a tree whose depth the plan gives."""
+    if k is None:
+        return steps, topk
+    if (topk or 1) == 1:
+        if steps is not None and steps != k:
+            raise ConfigError(
+                f"with eagle_topk 1 (a chain) num_steps must equal num_speculative_tokens ({k}), got {steps}",
+                location=f"{location}.options.num_steps",
+                fix="remove num_steps",
+            )
+        return k, 1
+    if steps is None:
+        raise ConfigError(
+            f"tree drafting (eagle_topk {topk}) needs its depth",
+            location=f"{location}.options.num_steps",
+            fix="set options.num_steps (the tree depth)",
+        )
+    return steps, topk
 
 
 def _budget(algorithm: str, k: int | None, opts: dict[str, Any], location: str) -> dict[str, Any]:
@@ -256,7 +315,6 @@ def _budget(algorithm: str, k: int | None, opts: dict[str, Any], location: str) 
         topk = _positive_int(topk, f"{location}.options.eagle_topk", "eagle_topk")
     if steps is not None:
         steps = _positive_int(steps, f"{location}.options.num_steps", "num_steps")
-    out: dict[str, Any] = {}
     if algorithm == "NGRAM" and (topk is not None or steps is not None):
         raise ConfigError(
             "NGRAM takes no eagle_topk or num_steps (its draft tree is num_speculative_tokens + 1 wide)",
@@ -264,37 +322,10 @@ def _budget(algorithm: str, k: int | None, opts: dict[str, Any], location: str) 
             fix="remove eagle_topk/num_steps; tune the ngram_* options instead",
         )
     if algorithm == "DFLASH":
-        if topk not in (None, 1) or steps not in (None, 1):
-            raise ConfigError(
-                f"DFLASH drafts one block in one step (eagle_topk 1, num_steps 1), got {topk} and {steps}",
-                location=f"{location}.options",
-                fix="remove eagle_topk and num_steps",
-            )
-        block = opts.get(f"{_PREFIX}dflash_block_size")
-        if k is not None and block is not None and block != k + 1:
-            raise ConfigError(
-                f"dflash_block_size {block} disagrees with num_speculative_tokens {k} (block = tokens + 1)",
-                location=f"{location}.options.dflash_block_size",
-                fix=f"remove dflash_block_size or set it to {k + 1}",
-            )
-        if k is not None:
-            out[f"{_PREFIX}num_draft_tokens"] = k + 1
-        return out
+        return _dflash_budget(k, topk, steps, opts, location)
+    out: dict[str, Any] = {}
     if algorithm in _EAGLE_LIKE:
-        if k is not None and (topk or 1) == 1:
-            if steps is not None and steps != k:
-                raise ConfigError(
-                    f"with eagle_topk 1 (a chain) num_steps must equal num_speculative_tokens ({k}), got {steps}",
-                    location=f"{location}.options.num_steps",
-                    fix="remove num_steps",
-                )
-            steps, topk = k, 1
-        elif k is not None and steps is None:
-            raise ConfigError(
-                f"tree drafting (eagle_topk {topk}) needs its depth",
-                location=f"{location}.options.num_steps",
-                fix="set options.num_steps (the tree depth)",
-            )
+        steps, topk = _eagle_shape(k, topk, steps, location)
         if steps is not None:
             out[steps_key] = steps
         if topk is not None:
@@ -304,12 +335,47 @@ def _budget(algorithm: str, k: int | None, opts: dict[str, Any], location: str) 
     return out
 
 
+def _algorithm(proposal: Proposal, accepted: Collection[str] | None, location: str) -> str:
+    """SGLang's `--speculative-algorithm` for the proposal; ConfigError when SGLang (or this version) has none."""
+    algorithm = sglang_algorithm(proposal.family, proposal.method)
+    if algorithm is None:
+        families = ", ".join(f"{f} ({'/'.join(m)})" for f, m in SGLANG_FAMILY_METHODS.items())
+        raise ConfigError(
+            f"SGLang has no algorithm for family {proposal.family!r} with method {proposal.method!r}",
+            location=f"{location}.method",
+            fix=f"use one of: {families}",
+        )
+    if accepted is not None and algorithm not in {a.upper() for a in accepted}:
+        raise ConfigError(
+            f"the installed SGLang does not accept --speculative-algorithm {algorithm}",
+            location=f"{location}.method",
+            fix=f"use one of {', '.join(accepted) or '(none)'} or upgrade SGLang",
+        )
+    return algorithm
+
+
+def _draft_path(
+    algorithm: str, proposer_path: str | Path | None, target_path: str | Path | None, location: str
+) -> str | Path | None:
+    """The draft model path SGLang loads: the proposer, the target for MTP layers, or none."""
+    if algorithm in _NEEDS_PROPOSER:
+        if proposer_path is None or not str(proposer_path).strip():
+            raise ConfigError(
+                f"{algorithm} needs a proposer checkpoint",
+                location=f"{location}.proposer",
+                fix="give the proposer's local directory or model id",
+            )
+        return proposer_path
+    if proposer_path is not None:
+        why = "uses the target's own layers" if algorithm in _TARGET_LAYERS else "needs no checkpoint"
+        raise ConfigError(
+            f"{algorithm} {why} but a proposer was given", location=f"{location}.proposer", fix="remove it"
+        )
+    return target_path if algorithm in _TARGET_LAYERS else None
+
+
 def build_sglang_speculative_args(
-    family: str,
-    method: str | None,
-    num_speculative_tokens: int | None,
-    proposer_path: str | Path | None,
-    options: Mapping[str, Any] | None = None,
+    proposal: Proposal,
     *,
     target_path: str | Path | None = None,
     tensor_parallel_size: int = 1,
@@ -323,44 +389,17 @@ def build_sglang_speculative_args(
     known option names of each algorithm are used. MTP (NEXTN) loads its layers from the target, so the
     target's path is passed as the draft model path when given.
     """
-    algorithm = sglang_algorithm(family, method)
-    if algorithm is None:
-        families = ", ".join(f"{f} ({'/'.join(m)})" for f, m in SGLANG_FAMILY_METHODS.items())
-        raise ConfigError(
-            f"SGLang has no algorithm for family {family!r} with method {method!r}",
-            location=f"{location}.method",
-            fix=f"use one of: {families}",
-        )
-    if accepted_algorithms is not None and algorithm not in {a.upper() for a in accepted_algorithms}:
-        raise ConfigError(
-            f"the installed SGLang does not accept --speculative-algorithm {algorithm}",
-            location=f"{location}.method",
-            fix=f"use one of {', '.join(accepted_algorithms) or '(none)'} or upgrade SGLang",
-        )
+    algorithm = _algorithm(proposal, accepted_algorithms, location)
     k = None
-    if num_speculative_tokens is not None:
-        k = _positive_int(num_speculative_tokens, f"{location}.num_speculative_tokens", "num_speculative_tokens")
+    if proposal.num_speculative_tokens is not None:
+        where = f"{location}.num_speculative_tokens"
+        k = _positive_int(proposal.num_speculative_tokens, where, "num_speculative_tokens")
     config: dict[str, Any] = {f"{_PREFIX}algorithm": algorithm}
-    draft: str | Path | None = None
-    if algorithm in _NEEDS_PROPOSER:
-        if proposer_path is None or not str(proposer_path).strip():
-            raise ConfigError(
-                f"{algorithm} needs a proposer checkpoint",
-                location=f"{location}.proposer",
-                fix="give the proposer's local directory or model id",
-            )
-        draft = proposer_path
-    elif proposer_path is not None:
-        why = "uses the target's own layers" if algorithm in _TARGET_LAYERS else "needs no checkpoint"
-        raise ConfigError(
-            f"{algorithm} {why} but a proposer was given", location=f"{location}.proposer", fix="remove it"
-        )
-    elif algorithm in _TARGET_LAYERS:
-        draft = target_path
+    draft = _draft_path(algorithm, proposal.proposer_path, target_path, location)
     if draft is not None:
         config[f"{_PREFIX}draft_model_path"] = str(draft)
     opts = _normalised_options(
-        options or {},
+        proposal.options,
         algorithm,
         tensor_parallel_size=tensor_parallel_size,
         accepted_flags=accepted_flags,

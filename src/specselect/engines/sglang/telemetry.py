@@ -31,8 +31,9 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict
 
+from specselect.engines.acceptance import CrossCheck, SpecDecodeCounters, SpecTelemetry
+from specselect.engines.prometheus import MetricsSnapshot, counter_delta
 from specselect.engines.sglang.serverinfo import ServerInfoReading, ServerInfoSnapshot
-from specselect.engines.telemetry import CrossCheck, MetricsSnapshot, SpecDecodeCounters, SpecTelemetry
 from specselect.errors import ProtocolError
 
 __all__ = [
@@ -76,33 +77,11 @@ class SglangCounterDelta(BaseModel):
     requests: int | None = None
 
 
-def _counter_total(snap: MetricsSnapshot, base: str, model_name: str) -> float | None:
-    for name in (f"{base}_total", base):
-        values = [
-            s.value for s in snap.samples if s.name == name and s.labels.get("model_name", model_name) == model_name
-        ]
-        if values:
-            return sum(values)
-    return None
-
-
 def sglang_counter_delta(before: MetricsSnapshot, after: MetricsSnapshot, model_name: str) -> SglangCounterDelta:
     """Deltas of `SGLANG_COUNTERS` between two scrapes for the served model; ProtocolError if one went back."""
-    out: dict[str, int | None] = {}
-    for field, base in SGLANG_COUNTERS.items():
-        end = _counter_total(after, base, model_name)
-        if end is None:
-            out[field] = None
-            continue
-        start = _counter_total(before, base, model_name) or 0.0
-        if end < start:
-            raise ProtocolError(
-                f"counter {base} went backwards ({start} -> {end}): the server restarted between scrapes",
-                location="/metrics",
-                fix="measure again on one server life",
-            )
-        out[field] = round(end - start)
-    return SglangCounterDelta(**out)
+    return SglangCounterDelta(
+        **{field: counter_delta(before, after, base, model_name) for field, base in SGLANG_COUNTERS.items()}
+    )
 
 
 class SglangAcceptance(BaseModel):
@@ -180,52 +159,32 @@ def _averages(reading: ServerInfoReading | None) -> tuple[float | None, ...]:
     return tuple(s.avg_spec_accept_length for s in reading.states) if reading is not None else ()
 
 
-def acceptance_window(
-    before: ServerInfoReading | None, after: ServerInfoReading | None, counters: SglangCounterDelta | None
+_COUNTER_NOTE = (
+    "from request counters, added when a request finishes: the last verify step of a request can be "
+    "cut by max_tokens or a stop string, so accepted_tokens reads slightly low"
+)
+
+
+def _cross_check(counts: tuple[int, int], from_counters: tuple[int, int] | None) -> CrossCheck | None:
+    """The window's mean acceptance length from `/server_info` counts against the request counters'."""
+    if from_counters is None or not counts[1] or not from_counters[1]:
+        return None
+    mean_counts, mean_counters = counts[0] / counts[1], from_counters[0] / from_counters[1]
+    agree = abs(mean_counts - mean_counters) <= _CROSS_CHECK_TOLERANCE * mean_counts
+    detail = f"mean acceptance length: server_info {mean_counts:.4f}, counters {mean_counters:.4f}"
+    return CrossCheck(agree=agree, details=(detail,))
+
+
+def _from_average(
+    before: ServerInfoReading | None,
+    after: ServerInfoReading | None,
+    counters: SglangCounterDelta | None,
+    base: dict[str, Any],
+    notes: list[str],
 ) -> SglangAcceptance:
-    """The acceptance of the window between two `/server_info` readings and the counter deltas over it."""
+    """Only server-cumulative averages: the window's value when the server had no earlier step, else none."""
     reading = after or before
-    algorithm = reading.algorithm if reading is not None else None
     k = reading.proposals_per_step if reading is not None else None
-    base: dict[str, Any] = {
-        "algorithm": algorithm,
-        "proposals_per_step": k,
-        "engine_accept_length_before": _averages(before),
-        "engine_accept_length_after": _averages(after),
-    }
-    if reading is not None and algorithm is None:
-        return SglangAcceptance(source="none", reason="target-only server: no speculative algorithm", **base)
-    notes: list[str] = []
-    if k is None and algorithm is not None:
-        notes.append("tree drafting or unknown verify width: acceptance_rate is not defined")
-    counts = _from_counts(before, after)
-    from_counters = _from_counters(counters)
-    if isinstance(from_counters, str):
-        notes.append(from_counters)
-        from_counters = None
-    counter_note = (
-        "from request counters, added when a request finishes: the last verify step of a request can be "
-        "cut by max_tokens or a stop string, so accepted_tokens reads slightly low"
-    )
-    if counts is not None:
-        check = None
-        if from_counters is not None and counts[1] and from_counters[1]:
-            mean_counts, mean_counters = counts[0] / counts[1], from_counters[0] / from_counters[1]
-            agree = abs(mean_counts - mean_counters) <= _CROSS_CHECK_TOLERANCE * mean_counts
-            detail = f"mean acceptance length: server_info {mean_counts:.4f}, counters {mean_counters:.4f}"
-            check = CrossCheck(agree=agree, details=(detail,))
-        return SglangAcceptance(
-            source="server_info_counts",
-            exact=True,
-            cross_check=check,
-            notes=tuple(notes),
-            **base,
-            **_numbers(*counts, k),
-        )
-    if from_counters is not None:
-        return SglangAcceptance(
-            source="prometheus_counters", notes=(*notes, counter_note), **base, **_numbers(*from_counters, k)
-        )
     before_avgs = [a for a in _averages(before) if a is not None]
     after_avgs = [a for a in _averages(after) if a is not None]
     if not before_avgs and len(after_avgs) == 1:
@@ -254,6 +213,45 @@ def acceptance_window(
             "counters (sglang:spec_verify_calls_total, exported with --enable-metrics by newer SGLang)"
         )
     return SglangAcceptance(source="none", reason=reason, notes=tuple(notes), **base)
+
+
+def acceptance_window(
+    before: ServerInfoReading | None, after: ServerInfoReading | None, counters: SglangCounterDelta | None
+) -> SglangAcceptance:
+    """The acceptance of the window between two `/server_info` readings and the counter deltas over it."""
+    reading = after or before
+    algorithm = reading.algorithm if reading is not None else None
+    k = reading.proposals_per_step if reading is not None else None
+    base: dict[str, Any] = {
+        "algorithm": algorithm,
+        "proposals_per_step": k,
+        "engine_accept_length_before": _averages(before),
+        "engine_accept_length_after": _averages(after),
+    }
+    if reading is not None and algorithm is None:
+        return SglangAcceptance(source="none", reason="target-only server: no speculative algorithm", **base)
+    notes: list[str] = []
+    if k is None and algorithm is not None:
+        notes.append("tree drafting or unknown verify width: acceptance_rate is not defined")
+    counts = _from_counts(before, after)
+    from_counters = _from_counters(counters)
+    if isinstance(from_counters, str):
+        notes.append(from_counters)
+        from_counters = None
+    if counts is not None:
+        return SglangAcceptance(
+            source="server_info_counts",
+            exact=True,
+            cross_check=_cross_check(counts, from_counters),
+            notes=tuple(notes),
+            **base,
+            **_numbers(*counts, k),
+        )
+    if from_counters is not None:
+        return SglangAcceptance(
+            source="prometheus_counters", notes=(*notes, _COUNTER_NOTE), **base, **_numbers(*from_counters, k)
+        )
+    return _from_average(before, after, counters, base, notes)
 
 
 def acceptance_from_snapshots(before: MetricsSnapshot, after: MetricsSnapshot, model_name: str) -> SglangAcceptance:

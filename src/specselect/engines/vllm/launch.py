@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from specselect.common.secrets import is_secret_flag
 from specselect.engines.base import LaunchSpec
 from specselect.engines.launchargs import command_head, flag_name, repeated_engine_arg, secret_engine_arg, serving_args
 from specselect.engines.vllm.specconfig import speculative_config_json
@@ -14,7 +15,6 @@ __all__ = ["VLLM_SERVER_MODULE", "build_vllm_argv"]
 VLLM_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 """Run with `python -m`; works even where the `vllm` console script does not."""
 
-_SECRET_FLAGS = ("--api-key",)
 # Always owned by specselect, even when this launch does not emit them (a target-only group, say).
 _RESERVED_FLAGS = frozenset(
     {
@@ -67,7 +67,7 @@ def build_vllm_argv(
     ours = _RESERVED_FLAGS | {a for a in args if a.startswith("--")}
     for extra in spec.engine_args:
         flag = flag_name(extra)
-        if flag in _SECRET_FLAGS:
+        if flag and is_secret_flag(flag):
             raise secret_engine_arg(spec, flag)
         if flag in ours or (flag == "--enable-prefix-caching" and spec.disable_prefix_caching):
             raise repeated_engine_arg(spec, flag)

@@ -1,0 +1,166 @@
+"""What the evidence pipeline reads: the groups' scenario summaries and their raw records, held in memory.
+
+The groups are read through read-only protocols (`MeasuredGroup`, `MeasuredScenario`), so the result documents
+of `specselect.artifacts` fit without the evidence layer importing them; the records come from a
+`RecordSource` the runner fills while it measures (and, on `--resume`, once from the kept files).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+from specselect.core.pairing import MemoryFigure
+from specselect.core.status import RunStatus
+from specselect.engines.acceptance import SpecTelemetry
+from specselect.engines.endpoints import TrafficCheck
+from specselect.measure.hostload import HostLoad
+from specselect.measure.types import RequestRecord, ScenarioSummary
+from specselect.workloads.model import WorkloadIdentity
+
+__all__ = [
+    "BASELINE_GROUP",
+    "InMemoryRecords",
+    "MeasuredGroup",
+    "MeasuredScenario",
+    "RecordSource",
+    "ScenarioKey",
+    "group_track",
+    "parity_scenario",
+    "scenario_name",
+]
+
+BASELINE_GROUP = "g0_target_only"
+"""The default track's baseline (results written before tracks existed belong to it)."""
+
+
+def scenario_name(workload: str, concurrency: int) -> str:
+    """The scenario key used everywhere: `<workload>-c<concurrency>` (e.g. `repetition-c1`)."""
+    return f"{workload}-c{concurrency}"
+
+
+def parity_scenario(workload: str) -> str:
+    """The records' scenario name of a workload's parity pass: `<workload>-c1.parity`."""
+    return f"{scenario_name(workload, 1)}.parity"
+
+
+@dataclass(frozen=True)
+class ScenarioKey:
+    """A scenario of the plan: workload name x concurrency."""
+
+    workload: str
+    concurrency: int
+
+    @property
+    def name(self) -> str:
+        return scenario_name(self.workload, self.concurrency)
+
+
+class MeasuredScenario(Protocol):
+    """One scenario of one group as it was measured (the fields of `artifacts.results.ScenarioRun` read here)."""
+
+    @property
+    def scenario(self) -> str: ...
+    @property
+    def workload(self) -> str: ...
+    @property
+    def concurrency(self) -> int: ...
+    @property
+    def status(self) -> Literal["completed", "failed", "skipped"]: ...
+    @property
+    def early_stop(self) -> str | None: ...
+    @property
+    def workload_identity(self) -> WorkloadIdentity: ...
+    @property
+    def summary(self) -> ScenarioSummary | None: ...
+    @property
+    def telemetry(self) -> SpecTelemetry | None: ...
+    @property
+    def peak_memory_mb(self) -> float | None: ...
+    @property
+    def peak_memory_figure(self) -> MemoryFigure | None: ...
+    @property
+    def traffic(self) -> TrafficCheck | None: ...
+    @property
+    def host_load(self) -> HostLoad | None: ...
+    @property
+    def launch(self) -> int: ...
+
+
+class MeasuredGroup(Protocol):
+    """One group's result (the fields of `artifacts.results.GroupResult` read here)."""
+
+    @property
+    def group(self) -> str: ...
+    @property
+    def role(self) -> Literal["baseline", "candidate"]: ...
+    @property
+    def family(self) -> str: ...
+    @property
+    def track(self) -> str | None: ...
+    @property
+    def run_status(self) -> RunStatus: ...
+    @property
+    def execution_path(self) -> Literal["target_only", "speculative"]: ...
+    @property
+    def target_snapshot(self) -> str: ...
+    @property
+    def proposal_length(self) -> int | None: ...
+    @property
+    def scenarios(self) -> Sequence[MeasuredScenario]:
+        """The first launch's scenarios."""
+        ...
+
+    def scenario_runs(self, scenario: str) -> Sequence[MeasuredScenario]:
+        """Every launch's run of `scenario`, launch order."""
+        ...
+
+    def all_scenario_runs(self) -> Sequence[MeasuredScenario]:
+        """Every scenario run of every launch."""
+        ...
+
+
+def group_track(group: MeasuredGroup) -> str:
+    """The track of a group: its baseline's name (results of older versions: the default track)."""
+    return group.track or (group.group if group.role == "baseline" else BASELINE_GROUP)
+
+
+class RecordSource(Protocol):
+    """The raw records of a run, by group."""
+
+    def timed(self, group: str, scenario: str) -> Sequence[RequestRecord]:
+        """A scenario's records of every launch (warm-up included); empty when it was not measured."""
+        ...
+
+    def parity(self, group: str, workload: str) -> Sequence[RequestRecord] | None:
+        """The records of the group's parity pass over `workload`, or None when it ran none."""
+        ...
+
+
+@dataclass
+class InMemoryRecords:
+    """A `RecordSource` over records held in memory: (group, scenario name) -> records."""
+
+    records: dict[tuple[str, str], tuple[RequestRecord, ...]] = field(default_factory=dict)
+
+    def put(self, group: str, scenario: str, records: Sequence[RequestRecord]) -> None:
+        self.records[(group, scenario)] = tuple(records)
+
+    def extend(self, group: str, scenario: str, records: Sequence[RequestRecord]) -> None:
+        """Add a later launch's records of a scenario after the earlier launches' (each record knows its launch)."""
+        self.records[(group, scenario)] = (*self.records.get((group, scenario), ()), *records)
+
+    def timed(self, group: str, scenario: str) -> Sequence[RequestRecord]:
+        return self.records.get((group, scenario), ())
+
+    def parity(self, group: str, workload: str) -> Sequence[RequestRecord] | None:
+        return self.records.get((group, parity_scenario(workload)))
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.records
+
+    @classmethod
+    def of(cls, mapping: Mapping[tuple[str, str], Sequence[RequestRecord]]) -> InMemoryRecords:
+        """Records given as a mapping (tests, tools)."""
+        return cls({key: tuple(value) for key, value in mapping.items()})

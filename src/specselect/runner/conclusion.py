@@ -1,0 +1,136 @@
+"""The end of a run: the evidence (pair -> parity -> stats -> decide -> sweeps) over the records held in memory,
+and the hand-off, from the groups' results."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from specselect.admission import Admissions
+from specselect.artifacts.results import EvidenceFile, GroupResult, Handoff
+from specselect.assets.refs import ResolvedModel
+from specselect.core.decision import Thresholds
+from specselect.engines.devices import group_budget_mb
+from specselect.evidence.pipeline import Evidence, EvidenceSettings, ScenarioKey, analyze_sweeps, build_evidence
+from specselect.evidence.pipeline.sequential import evidence_plan
+from specselect.evidence.prediction import ProposerCost
+from specselect.evidence.sequential import SequentialPolicy, launch_look_level
+from specselect.evidence.stats import BootstrapPolicy
+from specselect.plan import LoadedPlan, Plan
+from specselect.runner.context import RunContext
+from specselect.runner.handoff import run_handoff
+from specselect.runner.paritypass import parity_policy
+from specselect.runner.schedule import schedule_comparisons
+
+__all__ = [
+    "Conclusion",
+    "conclude",
+    "evidence_settings",
+    "look",
+    "plan_scenarios",
+    "proposer_costs",
+    "sequential_policy",
+]
+
+
+@dataclass(frozen=True)
+class Conclusion:
+    """What the run's measurements say: `evidence.json` and `handoff.json`."""
+
+    evidence: EvidenceFile
+    handoff: Handoff
+
+
+def plan_scenarios(loaded: LoadedPlan) -> list[ScenarioKey]:
+    """Every scenario of the plan, in a stable order: workloads in plan order x concurrency levels."""
+    return [ScenarioKey(w, c) for w in loaded.plan.workloads for c in loaded.plan.run.concurrency]
+
+
+def sequential_policy(plan: Plan) -> SequentialPolicy | None:
+    """The sequential rule's budget with `[run] max_launches` (launch-level: the repeats per launch are fixed)."""
+    run = plan.run
+    if run.max_launches is None:
+        return None
+    return SequentialPolicy(max_repeats=run.repeats, max_launches=run.max_launches, min_launches=run.launches)
+
+
+def evidence_settings(run: RunContext) -> EvidenceSettings:
+    """The plan's thresholds (the memory budget defaults to the probed device budget, per candidate the devices
+    its server uses) and policies.
+
+    With sequential launches every interval is at the Bonferroni level over the looks the budget allows (one per
+    launch from `launches` to `max_launches`), so deciding at the look that settled a pair keeps the plan's error
+    rate.
+    """
+    t = run.loaded.plan.thresholds
+    policy = sequential_policy(run.loaded.plan)
+    level = t.confidence_level if policy is None else launch_look_level(t.confidence_level, policy)
+    budget = t.max_peak_memory_mb
+    caps = run.setup.caps
+    budgets: dict[str, float] = {}
+    if budget is None and caps is not None:
+        budget = float(caps.memory_budget_mb)
+        budgets = {c.name: float(group_budget_mb(caps, c.env)) for c in run.loaded.plan.groups if not c.is_baseline}
+    return EvidenceSettings(
+        thresholds=Thresholds(
+            min_throughput_speedup=t.min_throughput_speedup,
+            max_ttft_regression_ratio=t.max_ttft_regression_ratio,
+            max_e2e_p95_regression_ratio=t.max_e2e_p95_regression_ratio,
+            max_peak_memory_mb=budget,
+        ),
+        bootstrap=BootstrapPolicy(level=level),
+        parity_pass=parity_policy(run.loaded),
+        host_foreign_cpu_share_limit=t.max_host_foreign_cpu_share,
+        repeats_per_launch=run.loaded.plan.run.repeats,
+        proposer_costs=run.proposer_costs,
+        memory_budgets=budgets,
+    )
+
+
+def proposer_costs(plan: Plan, adm: Admissions, targets: Mapping[str, ResolvedModel]) -> dict[str, ProposerCost]:
+    """Each admitted draft model's cost per drafted token as its share of its track target's weight bytes."""
+    out: dict[str, ProposerCost] = {}
+    for name, gathered in adm.gathered.items():
+        target = targets.get(plan.track_of(name).name)
+        proposer = gathered.proposer
+        if proposer is None or target is None or not proposer.weights_bytes or not target.weights_bytes:
+            continue
+        out[name] = ProposerCost.weights_ratio(proposer.weights_bytes, target.weights_bytes)
+    return out
+
+
+def look(run: RunContext, groups: Sequence[GroupResult]) -> Evidence:
+    """The evidence of the groups as they stand (no sweeps): what the sequential rule and the conclusion read."""
+    return build_evidence(
+        groups,
+        plan_scenarios(run.loaded),
+        records=run.records,
+        categories={name: {i.id: i.category for i in w.items} for name, w in run.workloads.items()},
+        settings=evidence_settings(run),
+    )
+
+
+def conclude(run: RunContext, groups: Sequence[GroupResult], label: str) -> Conclusion:
+    """Evidence, sweeps and hand-off of every group of the plan (in plan order)."""
+    loaded, plan = run.loaded, run.loaded.plan
+    scenarios = plan_scenarios(loaded)
+    evidence = look(run, groups)
+    policy = sequential_policy(plan)
+    if policy is not None:
+        evidence = evidence.model_copy(update={"sequential": evidence_plan(evidence, policy)})
+    sweeps = analyze_sweeps(
+        evidence,
+        groups,
+        sweeps=plan.sweeps,
+        sweep_values={c.name: c.sweep.values for c in plan.candidates if c.sweep is not None},
+        slo_ttft_ms=plan.thresholds.slo_ttft_ms,
+        slo_tpot_ms=plan.thresholds.slo_tpot_ms,
+        records=run.records,
+    )
+    if not sweeps.empty:
+        evidence = evidence.model_copy(update={"sweeps": sweeps})
+    schedules = schedule_comparisons(run, evidence, groups)
+    if schedules and evidence.sweeps is not None:
+        evidence = evidence.model_copy(update={"sweeps": evidence.sweeps.model_copy(update={"schedules": schedules})})
+    document = EvidenceFile.of(evidence)
+    return Conclusion(evidence=document, handoff=run_handoff(run, document, groups, scenarios, label))

