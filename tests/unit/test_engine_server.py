@@ -107,6 +107,20 @@ def test_child_env_keeps_caches_under_run_dir_and_offline(tmp_path: Path) -> Non
     assert seen["cwd"] == str(run)
 
 
+def test_a_relative_run_dir_gives_the_server_absolute_cache_paths(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The server runs with cwd=run_dir: a relative VLLM_CACHE_ROOT would point at run_dir/run_dir/cache.
+    short = Path(tempfile.mkdtemp(prefix="ss-"))
+    monkeypatch.chdir(short)
+    try:
+        with make(short, run_dir=Path("run")) as server:
+            _, body = local_request("GET", f"{server.base_url}/env")
+    finally:
+        shutil.rmtree(short, ignore_errors=True)
+    seen = json.loads(body)
+    assert seen["VLLM_CACHE_ROOT"] == str(short / "run" / "cache" / "vllm")
+    assert seen["TMPDIR"] == str(short / "run" / "tmp")
+
+
 def test_a_deep_run_dir_gets_a_short_tmpdir_for_ipc_sockets_removed_at_teardown(tmp_path: Path) -> None:
     deep = tmp_path / ("d" * 80) / "run"
     with make(tmp_path, run_dir=deep) as server:

@@ -236,7 +236,8 @@ class ServerProcess(AbstractContextManager[RunningServer]):
     def _child_env(self) -> dict[str, str]:
         env = dict(os.environ)
         if self._run_dir is not None:
-            run_dir = Path(self._run_dir)
+            # Absolute: the server runs with cwd=run_dir, where a relative path would nest a second copy of it.
+            run_dir = Path(self._run_dir).absolute()
             tmp_dir: Path | None = None
             if len(str(run_dir / "tmp")) > MAX_TMPDIR_CHARS:
                 # A deep results directory would make the engine's IPC socket paths too long to bind.
