@@ -187,6 +187,8 @@ class EngineSetup(BaseModel):
     engine_version: str | None = None
     endpoints: dict[str, EndpointProbe] = Field(default_factory=dict)
     """Group name -> the probe of its endpoint (kind "openai")."""
+    shared_cache: Path | None = None
+    """Where the engine keeps what every server of a home may reuse (None: each server starts from nothing)."""
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ from specselect.engines.http import local_request, pick_free_port, port_is_free,
 from specselect.engines.serverrecords import ServerRecord, identify, record_path, write_record
 from specselect.errors import ArtifactError, ServerCrashedError, ServerStartError, ServerTimeoutError
 
-__all__ = ["ServerOptions", "ServerProcess", "cache_env", "read_log_tail"]
+__all__ = ["ServerOptions", "ServerProcess", "cache_env", "cache_root", "read_log_tail"]
 
 _PORT_TAKEN = re.compile(r"address already in use|errno 98|eaddrinuse", re.IGNORECASE)
 
@@ -49,12 +49,17 @@ MAX_TMPDIR_CHARS = 60
 """Engines put UNIX sockets in TMPDIR (vLLM: `ipc://$TMPDIR/<uuid>`); sun_path holds at most 107 bytes."""
 
 
+def cache_root(run_dir: Path) -> Path:
+    """The directory under which `cache_env` puts a server's caches (VLLM_CACHE_ROOT is its `vllm`)."""
+    return run_dir.absolute() / "cache"
+
+
 def cache_env(run_dir: Path, tmp_dir: Path | None = None) -> dict[str, str]:
     """Cache, temp and offline variables that keep a server's files under `run_dir` and off the network.
 
     `tmp_dir` replaces `run_dir/tmp` as TMPDIR (see `MAX_TMPDIR_CHARS`).
     """
-    cache = run_dir / "cache"
+    cache = cache_root(run_dir)
     tmp = tmp_dir if tmp_dir is not None else run_dir / "tmp"
     for path in (cache, tmp):
         path.mkdir(parents=True, exist_ok=True)

@@ -11,6 +11,7 @@ from specselect.admission.capacity import CapacityTerms
 from specselect.admission.gather import Gathered, Resolving, disabled, gather_admission
 from specselect.assets.memory import DEFAULT_CPU_KVCACHE_GIB, GPU_RUNTIME_OVERHEAD_MB, MemoryTerms
 from specselect.assets.refs import ResolvedModel
+from specselect.common.home import default_home
 from specselect.engines.acceptance import SpecDecodeCounters
 from specselect.engines.base import (
     EngineSetup,
@@ -50,6 +51,7 @@ from specselect.engines.vllm.envsetup import EngineEnv, engine_env_from_python, 
 from specselect.engines.vllm.gate import backend_gate, engine_config_keys, options_gate, vllm_method
 from specselect.engines.vllm.launch import VLLM_SERVER_MODULE, build_vllm_argv
 from specselect.engines.vllm.probe import probe_vllm
+from specselect.engines.vllm.sharedcache import share_model_class_cache
 from specselect.engines.vllm.specconfig import build_speculative_config, option_problem
 from specselect.engines.vllm.telemetry import spec_decode_delta
 from specselect.errors import ConfigError, EngineSetupError, ProtocolError
@@ -117,7 +119,13 @@ class VllmEngine:
             )
         except EngineSetupError as exc:
             return EngineSetup(kind=self.kind, python=env.python, probe_error=exc.one_line())
-        return EngineSetup(kind=self.kind, caps=caps, python=env.python, engine_version=caps.engine_version)
+        return EngineSetup(
+            kind=self.kind,
+            caps=caps,
+            python=env.python,
+            engine_version=caps.engine_version,
+            shared_cache=(home or default_home()) / "cache" / "vllm",
+        )
 
     def probe(self, cache_dir: Path | None = None) -> VllmCapabilities:
         """What this vLLM installation supports (read from its files; no server is started)."""
@@ -261,6 +269,8 @@ class VllmEngine:
             per_request_spec_metrics=bool(caps is not None and caps.per_request_spec_metrics_flag),
         )
         engine = self if self._python or self._command else self._bound(ctx.setup)
+        if ctx.setup.shared_cache is not None:
+            share_model_class_cache(options.run_dir, ctx.setup.shared_cache)
         return LaunchedServing(engine.launch(spec), engine, devices=nvml_ids(ctx))
 
     def _bound(self, setup: EngineSetup) -> VllmEngine:
