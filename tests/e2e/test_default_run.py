@@ -2,8 +2,8 @@
 
 Checks the outcome the project promises for the embedded default (issue "runner" and "evidence"):
 n-gram wins on the repetition workload with confidence and parity, and clearly more there than on real chat
-prompts (a seeded sample of AlpacaEval); the 4-layer draft runs and loses; MTP/EAGLE-3/DFlash/DSpark are refused
-by admission; suffix needs arctic-inference.
+prompts (a seeded sample of AlpacaEval); MTP/EAGLE-3/DFlash/DSpark are refused by admission; suffix needs
+arctic-inference.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def test_default_plan_end_to_end(tmp_path: Path) -> None:
     manifest = load_document(layout.manifest, Manifest)
     assert manifest.status == "complete"
     status = {g.name: (g.run_status.value, g.reason) for g in manifest.groups}
-    for name in ("g0_target_only", "g1_ngram", "g6_draft_model"):
+    for name in ("g0_target_only", "g1_ngram"):
         group = load_document(layout.group_summary(name), GroupResult)
         assert status[name][0] == "completed", f"{name}: {group.reason}: {group.hint}\n{group.log_tail}"
         # Each group's second server launch measured both workloads again.
@@ -81,11 +81,6 @@ def test_default_plan_end_to_end(tmp_path: Path) -> None:
         _quiet_machine_decisions(by, interval, latency)
     else:
         _noisy_machine_decision(rep, interval, floors[("g0_target_only", "repetition-c1")].band_high, latency)
-    for scenario in ("general-c1", "repetition-c1"):
-        draft = by[("g6_draft_model", scenario)]
-        assert draft.evidence.evidence_status.value == "comparable"
-        assert draft.evidence.throughput_speedup is not None
-        assert draft.evidence.throughput_speedup < 1.0
     summary = json.loads(layout.handoff.read_text())
     _handoff_answers(summary, accepted=rep.decision.decision.value == "accept")
     assert elapsed < BUDGET_S, f"default plan took {elapsed:.0f} s (budget {BUDGET_S:.0f} s: 10 minutes)"
