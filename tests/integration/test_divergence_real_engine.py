@@ -1,8 +1,13 @@
-"""Output divergence on the real engine: bfloat16 in eager mode changes greedy outputs under n-gram's batched
-verification on this CPU build, so the logprob parity pass runs end to end, classifies every first divergence
-as a near tie or a real difference from the baseline's own top-2 logprobs, and the decision follows from it.
+"""Output divergence on the real engine: a candidate whose server changes greedy outputs goes through the logprob
+parity pass end to end, which classifies every first divergence as a near tie or a real difference from the
+baseline's own top-2 logprobs, and the decision follows from it.
 
-float32 (every other real-engine test) never diverges here, so this is the only place the path runs for real.
+What changes the outputs: n-gram speculation on a server whose default generation config carries a repetition
+penalty (`--override-generation-config`, a setting that ships with many checkpoints' generation_config.json and
+that every request which does not name it inherits). It changes outputs on every CPU. bfloat16 in eager mode,
+the first choice, changes outputs under n-gram's batched verification only on CPUs with AVX-512: on an AVX2
+machine (CI, 2026-12-02) bfloat16 gave the baseline's outputs token for token, with and without chunked prefill.
+float32 with the baseline's own settings never diverges here, so this is the only place the path runs for real.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ label = "divergence"
 
 [target]
 model = "builtin:smollm2-135m"
-dtype = "bfloat16"
+dtype = "float32"
 max_model_len = 1024
 
 [engine]
@@ -41,14 +46,13 @@ VLLM_CPU_KVCACHE_SPACE = "1"
 
 [sampling]
 temperature = 0.0
-max_tokens = 128
+max_tokens = 32
 seed = 0
 
 [run]
 concurrency = [1]
 warmup_requests = 1
-# One pass over the 6 items: what diverges is each item's greedy output under batched verification, the same in
-# every pass, and a bfloat16 pass of 128 tokens a request is the slowest part of CI's engine tests.
+# One pass: what diverges is each item's greedy output, the same in every pass.
 repeats = 1
 request_timeout_s = 300.0
 parity_pass = "full"
@@ -58,23 +62,23 @@ mixed = "mixed.jsonl"
 
 [thresholds]
 near_tie_threshold_nats = {NEAR_TIE_NATS}
+max_host_foreign_cpu_share = 1.0    # the test is about parity, not the host-load guard
 
 [[candidates]]
 name = "g1_ngram"
 family = "ngram"
 num_speculative_tokens = 4
 options = {{ prompt_lookup_min = 2, prompt_lookup_max = 4 }}
+engine_args = ["--override-generation-config", '{{"repetition_penalty": 1.3}}']
 """
 
 PROSE = (
     "Explain in a few sentences why the sky is blue.",
-    "Write a short story about a lighthouse keeper who finds a message in a bottle.",
     "Describe how a hash table works and when it is a poor choice.",
-    "Give three tips for writing clear documentation, with an example of each.",
 )
 
 
-def test_bfloat16_divergences_are_classified_from_logprobs_and_decide_the_candidate(tmp_path: Path) -> None:
+def test_divergences_are_classified_from_logprobs_and_decide_the_candidate(tmp_path: Path) -> None:
     items = [
         copy_list_item(),
         copy_code_item("for i in range(10):\n    print(i, i * i, i ** 3)\n" * 3),
@@ -96,7 +100,7 @@ def test_bfloat16_divergences_are_classified_from_logprobs_and_decide_the_candid
     entry = next(e for e in evidence.entries if e.candidate == "g1_ngram")
     parity = entry.parity
     assert parity is not None and parity.unit == "token"
-    assert parity.divergences, f"bfloat16 eager gave identical outputs this time: {json.dumps(done.stdout)[:300]}"
+    assert parity.divergences, f"the penalised server gave identical outputs: {json.dumps(done.stdout)[:300]}"
     assert cand_pass.status == "completed" and cand_pass.items is not None
     assert {d.item_id for d in parity.divergences} <= set(cand_pass.items)
 
