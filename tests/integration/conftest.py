@@ -1,8 +1,8 @@
 """Session fixtures for tests that start real vLLM servers on CPU (one server at a time).
 
 `engine_env` sets up (or reuses) the managed CPU vLLM environment in $SPECSELECT_HOME and `target_model`
-resolves the bundled SmolLM2-135M model; both are slow only the first time on a machine. `reduced_run` is one
-recorded run of the reduced plan that several tests read (a server start costs ~45 s here).
+resolves the bundled SmolLM2-135M model; both are slow only the first time on a machine. `recorded_run` is the
+one run of the recorded plan that several test modules read (a server start costs ~50 s here).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _reduced_plan import ReducedRun, run_reduced_plan
+from _reduced_plan import RecordedRun, run_recorded_plan
 
 from specselect.assets import ResolvedModel, resolve_model
 from specselect.engines.base import LaunchSpec
@@ -70,7 +70,8 @@ def cpu_launch_spec(target_model: ResolvedModel, tmp_path_factory: pytest.TempPa
 
 
 @pytest.fixture(scope="session")
-def reduced_run(tmp_path_factory: pytest.TempPathFactory) -> ReducedRun:
-    """One run of the reduced plan on the real engine (4 groups, 2 server starts), shared by the tests that read
-    its results: test_run_reduced.py (artifacts, statuses, resume) and test_report_browser.py (the page)."""
-    return run_reduced_plan(tmp_path_factory.mktemp("reduced"))
+def recorded_run(tmp_path_factory: pytest.TempPathFactory) -> RecordedRun:
+    """The recorded plan's run on the real engine (baseline, n-gram, the target as its own draft, a candidate
+    refused at admission and one failing at launch: 4 server starts), read by test_run_recorded.py,
+    test_report_browser.py and test_handoff_real_engine.py."""
+    return run_recorded_plan(tmp_path_factory.mktemp("recorded"))

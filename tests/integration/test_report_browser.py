@@ -1,10 +1,10 @@
 """`specselect report` on a real (small) run, loaded in headless Debian Chromium over the DevTools protocol.
 
-The shared reduced run on the real CPU vLLM (the `reduced_run` fixture: baseline + n-gram + a candidate refused
-at admission + a candidate whose launch fails) has its report rendered again, and the page is loaded at 1366x768:
-no console error, no exception, no request leaving the file system, no horizontal scrolling, and a screenshot
-that is not blank. The browser is the distribution's package (`apt-get install -y chromium`); the test skips
-without it.
+The shared recorded run on the real CPU vLLM (the `recorded_run` fixture: baseline + n-gram + the target as its
+own draft + a candidate refused at admission + a candidate whose launch fails) has its report rendered again,
+and the page is loaded at 1366x768: no console error, no exception, no request leaving the file system, no
+horizontal scrolling, and a screenshot that is not blank. The browser is the distribution's package
+(`apt-get install -y chromium`); the test skips without it.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Any
 
 import aiohttp
 import pytest
-from _reduced_plan import ReducedRun, specselect
+from _reduced_plan import RecordedRun, specselect
 
 from specselect.artifacts.layout import RunLayout
 from specselect.report.console import report_decision_rows
@@ -275,9 +275,9 @@ def _md_cells(line: str) -> list[str]:
 
 
 @pytest.mark.skipif(_chromium() is None, reason=f"headless Chromium is not installed (CI: {CHROMIUM_INSTALL})")
-def test_report_of_a_real_run_loads_cleanly_in_chromium(reduced_run: ReducedRun, tmp_path: Path) -> None:
-    assert reduced_run.done.returncode == 0, reduced_run.done.stderr[-3000:]
-    layout = RunLayout(reduced_run.root)
+def test_report_of_a_real_run_loads_cleanly_in_chromium(recorded_run: RecordedRun, tmp_path: Path) -> None:
+    assert recorded_run.done.returncode == 0, recorded_run.done.stderr[-3000:]
+    layout = RunLayout(recorded_run.root)
 
     report = specselect("report", str(layout.root), "--json", cwd=tmp_path, timeout=120)
     assert report.returncode == 0, report.stderr[-3000:]
@@ -293,7 +293,12 @@ def test_report_of_a_real_run_loads_cleanly_in_chromium(reduced_run: ReducedRun,
     md_rows = [_md_cells(line) for line in md_lines[start + 2 : start + 2 + len(expected)]]
     assert md_rows == expected
     statuses = {row[0]: row[2] for row in expected}
-    assert statuses == {"g1_ngram": "completed", "g3_eagle3": "asset_missing", "g9_broken": "failed"}
+    assert statuses == {
+        "g1_ngram": "completed",
+        "g2_draft": "completed",
+        "g3_eagle3": "asset_missing",
+        "g9_broken": "failed",
+    }
     html_text = layout.report_html.read_text()
     assert "<script" not in html_text and "http://" not in html_text.split("<main", 1)[0]
 

@@ -1,5 +1,6 @@
-"""`specselect run` end to end on the real CPU vLLM: baseline + n-gram + a candidate refused at admission + a
-candidate that fails at launch. Checks every artifact and status, then `--resume` keeps completed groups."""
+"""`specselect run` end to end on the real CPU vLLM (the shared recorded run): baseline + n-gram + the target as its
+own draft + a candidate refused at admission + a candidate that fails at launch. Checks every artifact and
+status, then `--resume` keeps completed groups."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from _reduced_plan import ReducedRun, specselect
+from _reduced_plan import RecordedRun, specselect
 
 from specselect.artifacts.layout import RunLayout
 from specselect.artifacts.results import EvidenceFile, GroupResult, Handoff, Manifest, PreflightFile
@@ -27,19 +28,20 @@ def _engine_processes(root: Path) -> list[psutil.Process]:
     return found
 
 
-def test_reduced_plan_end_to_end(reduced_run: ReducedRun) -> None:
-    done, tmp_path = reduced_run.done, reduced_run.cwd
+def test_recorded_plan_end_to_end(recorded_run: RecordedRun) -> None:
+    done, tmp_path = recorded_run.done, recorded_run.cwd
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads(done.stdout)
-    layout = RunLayout(reduced_run.root)
+    layout = RunLayout(recorded_run.root)
 
     manifest = load_document(layout.manifest, Manifest)
     assert manifest.status == "complete"
-    assert [g.name for g in manifest.groups] == ["g0_target_only", "g1_ngram", "g3_eagle3", "g9_broken"]
+    assert [g.name for g in manifest.groups] == ["g0_target_only", "g1_ngram", "g2_draft", "g3_eagle3", "g9_broken"]
     status = {g.name: g.run_status.value for g in manifest.groups}
     assert status == {
         "g0_target_only": "completed",
         "g1_ngram": "completed",
+        "g2_draft": "completed",
         "g3_eagle3": "asset_missing",
         "g9_broken": "failed",
     }
@@ -50,7 +52,7 @@ def test_reduced_plan_end_to_end(reduced_run: ReducedRun) -> None:
 
     pre = load_document(layout.preflight, PreflightFile)
     assert pre.engine is not None and pre.engine.engine_version.startswith("0.32.0")
-    assert pre.target.snapshot and pre.workloads["copy"].item_count == 3
+    assert pre.target.snapshot and pre.workloads["repetition"].item_count == 8
 
     broken = load_document(layout.group_summary("g9_broken"), GroupResult)
     assert broken.reason == "server_start_failed"
@@ -63,8 +65,8 @@ def test_reduced_plan_end_to_end(reduced_run: ReducedRun) -> None:
     scen = ngram.scenarios[0]
     assert scen.telemetry is not None and (scen.telemetry.accepted_tokens or 0) > 0
     assert scen.telemetry.source == "both" and scen.telemetry.cross_check and scen.telemetry.cross_check.agree
-    records = load_records(layout, "g1_ngram", "copy-c1")
-    assert len([r for r in records if not r.warmup]) == 6 and all(r.ok for r in records)
+    records = load_records(layout, "g1_ngram", "repetition-c1")
+    assert len([r for r in records if not r.warmup]) == 8 and all(r.ok for r in records)
     assert all(r.output_token_ids for r in records)
 
     evidence = load_document(layout.evidence, EvidenceFile)
@@ -73,7 +75,7 @@ def test_reduced_plan_end_to_end(reduced_run: ReducedRun) -> None:
     assert entry.parity is not None and entry.parity.verdict.value == "pass"
     assert evidence.policy.parity_unit == "tokens"
     handoff = load_document(layout.handoff, Handoff)
-    assert [c.candidate for c in handoff.scenarios[0].candidates] == ["g1_ngram"]
+    assert [c.candidate for c in handoff.scenarios[0].candidates] == ["g1_ngram", "g2_draft"]
     assert not _engine_processes(tmp_path)
 
     # --resume keeps every completed group (nothing to redo: failures are final unless interrupted).
