@@ -1,10 +1,11 @@
 """No vLLM server outlives the `specselect run` that started it, however that run dies (real CPU vLLM).
 
+One run, killed twice (each kill costs a server start, ~50 s here, so both ways of dying share the run):
 1. SIGKILL of specselect while the baseline's server is measuring: the supervisor sees its pipe close and stops
-   the server's process group; within 15 s nothing of that run is alive; `--resume` completes; `verify` passes.
-2. SIGKILL of specselect AND of the supervisor while the server is stopped (SIGSTOP, so even its parent-death
-   signal waits): the server outlives both; the next `--resume` finds it through the launch's record, says so,
-   stops it before it starts anything, and completes.
+   the server's process group; within 15 s nothing of that run is alive.
+2. The `--resume` that follows is itself killed, specselect AND its supervisor, while its server is stopped
+   (SIGSTOP, so even its parent-death signal waits): the server outlives both; the next `--resume` finds it
+   through the launch's record, says so, stops it before it starts anything, and completes; `verify` passes.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ pytestmark = pytest.mark.integration
 PLAN = reduced_plan(
     label="killed", max_tokens=48, workload="copy", workload_file="copy.jsonl", refused=False, ngram=False
 )
+"""The baseline alone; 48 tokens keep it measuring long enough for the kills to land mid-scenario."""
 
 _GONE_WITHIN_S = 15.0
 
@@ -48,10 +50,10 @@ def _servers_of(root: Path) -> list[psutil.Process]:
     return found
 
 
-def _start_run(tmp_path: Path) -> tuple[subprocess.Popen[str], Path]:
+def _start_run(tmp_path: Path, *args: str) -> tuple[subprocess.Popen[str], Path]:
     write_workload(tmp_path / "copy.jsonl", [copy_list_item(), copy_code_item("def f(x):\n    return x * 2\n")])
     (tmp_path / "plan.toml").write_text(PLAN)
-    return start_specselect("run", "plan.toml", "--results-dir", "results", cwd=tmp_path)
+    return start_specselect("run", "plan.toml", "--results-dir", "results", *args, cwd=tmp_path)
 
 
 def _wait_until_measuring(proc: subprocess.Popen[str], log: Path, timeout_s: float = 420.0) -> None:
@@ -80,7 +82,7 @@ def _resume_and_verify(tmp_path: Path) -> subprocess.CompletedProcess[str]:
     return resumed
 
 
-def test_sigkill_of_specselect_while_measuring_leaves_no_server(tmp_path: Path) -> None:
+def _sigkill_while_measuring(tmp_path: Path) -> None:
     proc, log = _start_run(tmp_path)
     _wait_until_measuring(proc, log)
     running = _servers_of(tmp_path)
@@ -97,15 +99,13 @@ def test_sigkill_of_specselect_while_measuring_leaves_no_server(tmp_path: Path) 
     server_log = (tmp_path / "results" / "killed" / "logs" / "g0_target_only.log").read_text()
     assert "specselect is gone" in server_log
 
-    resumed = _resume_and_verify(tmp_path)
-    assert "still running" not in resumed.stderr  # the supervisor had already stopped everything
-    assert _records(tmp_path) == []  # every launch of the resumed run was torn down and forgotten
 
-
-def test_a_server_that_outlived_its_supervisor_is_stopped_by_the_next_resume(tmp_path: Path) -> None:
-    proc, log = _start_run(tmp_path)
+def _orphan_a_stopped_server(tmp_path: Path) -> list[psutil.Process]:
+    """Resume, and while its server measures stop the server and SIGKILL specselect and the supervisor."""
+    proc, log = _start_run(tmp_path, "--resume")
     _wait_until_measuring(proc, log)
-    (record,) = _records(tmp_path)
+    assert "still running" not in log.read_text()  # the supervisor had stopped the first kill's server already
+    (record,) = _records(tmp_path)  # the first kill's record was found stale and removed
     (server,) = psutil.Process(record.leader.pid).children()
     workers = [server, *server.children(recursive=True)]
     for worker in workers:
@@ -115,8 +115,15 @@ def test_a_server_that_outlived_its_supervisor_is_stopped_by_the_next_resume(tmp
     proc.wait()
     time.sleep(2.0)
     assert all(w.is_running() and w.status() == psutil.STATUS_STOPPED for w in workers)
+    return workers
+
+
+def test_no_server_outlives_specselect_however_it_dies(tmp_path: Path) -> None:
+    _sigkill_while_measuring(tmp_path)
+    workers = _orphan_a_stopped_server(tmp_path)
 
     resumed = _resume_and_verify(tmp_path)
     assert "of an earlier attempt still running" in resumed.stderr
     assert "stopping them before anything starts" in resumed.stderr
     assert not any(w.is_running() and w.status() != psutil.STATUS_ZOMBIE for w in workers)
+    assert _records(tmp_path) == []  # every launch of the resumed run was torn down and forgotten
