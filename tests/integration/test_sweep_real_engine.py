@@ -1,12 +1,15 @@
-"""builtin:cpu-sweep on the real CPU vLLM, with one launch per group: n-gram at proposal lengths 1, 3 and 5, each
-at concurrency 1 and 2, runs to the end; the per-batch-size schedule the lengths derive runs as its own candidate
-and is compared with the static lengths and speculation off; the 4-layer draft model loses at concurrency 1 and is
-stopped early; the sweep analysis, the hand-off advice (one answer for the plan's traffic mix) and the report's
-speedup-vs-length and speedup-vs-concurrency plots are all there.
+"""builtin:cpu-sweep on the real CPU vLLM, trimmed to what CI can afford: n-gram at proposal lengths 1 and 5, each
+at concurrency 1 and 2, runs to the end; the per-batch-size schedule the lengths derive runs as its own
+candidate and is compared with the static lengths and speculation off; the sweep analysis, the predictions per
+length, the hand-off advice (one answer for the plan's traffic mix) and the report's speedup-vs-length and
+speedup-vs-concurrency plots are all there.
 
-The built-in's second launch per group is left out here: it doubles the test's 11 server starts (~7 minutes of CI)
-and what it adds is the runner's mirrored rounds, which the default run's e2e test measures on real vLLM and
-tests/unit/test_runner_launches.py pins, a schedule's relaunch included.
+Left out here, each costing minutes of CI on a 2-core machine (a server start is ~50 s): the built-in's second
+launch per group (the runner's mirrored rounds: the default run's e2e test measures them on real vLLM and
+tests/unit/test_runner_launches.py pins them, a schedule's relaunch included), the length 3 between 1 and 5, and
+the 4-layer draft model (its early stop is pinned by tests/unit/test_runner_sweeps.py against a stand-in server).
+All 8 prompts stay: the prediction's verify cost is fitted to the baseline's TTFT over the prompts' lengths, and a
+sample of 4 left too few lengths for a positive slope (no prediction, tried here on 2026-12-02).
 """
 
 from __future__ import annotations
@@ -26,20 +29,27 @@ from specselect.plan.loader import builtin_plan_text
 
 pytestmark = pytest.mark.integration
 
-SUBS = ["g1_ngram.k1", "g1_ngram.k3", "g1_ngram.k5"]
+SUBS = ["g1_ngram.k1", "g1_ngram.k5"]
 SCHEDULE = "g1_ngram.schedule"
 DRAFT = "g2_draft_model"
 
 
-def _one_launch_sweep(path: Path) -> Path:
+def _trimmed_sweep(path: Path) -> Path:
     text = builtin_plan_text("cpu-sweep")
-    assert text.count("\nlaunches = 2 ") == 1
-    path.write_text(text.replace("\nlaunches = 2 ", "\nlaunches = 1 "))
+    edits = {
+        "\nlaunches = 2 ": "\nlaunches = 1 ",
+        "num_speculative_tokens = [1, 3, 5]": "num_speculative_tokens = [1, 5]",
+    }
+    for old, new in edits.items():
+        assert text.count(old) == 1, old
+        text = text.replace(old, new)
+    draft = text.index(f'[[candidates]]\nname = "{DRAFT}"')
+    path.write_text(text[:draft])
     return path
 
 
 def test_cpu_sweep_over_length_and_concurrency(tmp_path: Path) -> None:
-    plan = _one_launch_sweep(tmp_path / "cpu-sweep.toml")
+    plan = _trimmed_sweep(tmp_path / "cpu-sweep.toml")
     done = specselect("run", str(plan), "--results-dir", "results", "--json", cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads(done.stdout)
@@ -47,34 +57,29 @@ def test_cpu_sweep_over_length_and_concurrency(tmp_path: Path) -> None:
 
     manifest = load_document(layout.manifest, Manifest)
     assert manifest.status == "complete"
-    assert [g.name for g in manifest.groups] == ["g0_target_only", *SUBS, SCHEDULE, DRAFT]
+    assert [g.name for g in manifest.groups] == ["g0_target_only", *SUBS, SCHEDULE]
     assert all(g.run_status.value == "completed" for g in manifest.groups)
     # Stated after the baseline: one server per candidate, the schedule's too.
-    assert manifest.budget is not None and manifest.budget.servers == len(SUBS) + 2
+    assert manifest.budget is not None and manifest.budget.servers == len(SUBS) + 1
 
     evidence = load_document(layout.evidence, EvidenceFile)
     scenarios = {(e.candidate, e.scenario) for e in evidence.entries}
-    assert scenarios == {(s, f"repetition-c{c}") for s in [*SUBS, SCHEDULE, DRAFT] for c in (1, 2)}
+    assert scenarios == {(s, f"repetition-c{c}") for s in [*SUBS, SCHEDULE] for c in (1, 2)}
     sweeps = evidence.sweeps
     assert sweeps is not None
     # One crossover per n-gram sub-candidate over both levels, one length choice per scenario over the lengths.
     crossovers = {c.candidate: c for c in sweeps.crossovers}
-    assert sorted(crossovers) == sorted([*SUBS, SCHEDULE, DRAFT])
+    assert sorted(crossovers) == sorted([*SUBS, SCHEDULE])
     assert all(crossovers[s].levels == (1, 2) for s in SUBS)
-    # The draft model is clearly slower at concurrency 1: concurrency 2 is skipped and it is never enabled.
-    assert [(s.group, s.scenario) for s in sweeps.early_stops] == [(DRAFT, "repetition-c2")]
-    assert sweeps.early_stops[0].reason.startswith(f"clearly_losing: {DRAFT} on repetition at concurrency 1")
-    assert (crossovers[DRAFT].status, crossovers[DRAFT].recommendation) == ("never_pays", "do not enable")
-    skipped = next(e for e in evidence.entries if (e.candidate, e.scenario) == (DRAFT, "repetition-c2"))
-    assert skipped.decision.decision.value == "not_evaluated"
+    assert sweeps.early_stops == ()  # n-gram never loses clearly on copy-heavy prompts
     assert sorted((s.sweep, s.choice.workload, s.choice.concurrency) for s in sweeps.lengths) == [
         ("g1_ngram", "repetition", 1),
         ("g1_ngram", "repetition", 2),
     ]
     for s in sweeps.lengths:
-        assert [row.length for row in s.choice.per_length] == [1, 3, 5]
+        assert [row.length for row in s.choice.per_length] == [1, 5]
         # On copy-heavy prompts longer proposals win: whatever the verdict, a length is recommended.
-        assert s.choice.recommended_length in (1, 3, 5), s.choice.reason
+        assert s.choice.recommended_length in (1, 5), s.choice.reason
     assert {(g.group, g.scenario) for g in sweeps.goodput} >= {("g0_target_only", "repetition-c1")}
     # Each length's decode speedup predicted from its acceptance and the baseline's prefill, next to the measured
     # one with the error: none of the candidate's own timing goes in.
@@ -108,11 +113,11 @@ def _schedule_and_mix(sweeps: SweepAnalysis, manifest: Manifest, handoff: Handof
     assert [r.concurrency for r in comparison.rows] == [1, 2]
     assert all(r.static is not None and r.schedule is not None for r in comparison.rows)
     lengths = [lv.proposal_length for lv in comparison.schedule.levels]
-    assert set(lengths) <= {0, 1, 3, 5} and max(lengths) > 0, comparison.schedule
+    assert set(lengths) <= {0, 1, 5} and max(lengths) > 0, comparison.schedule
     schedule_group = next(g for g in manifest.groups if g.name == SCHEDULE)
     assert schedule_group.run_status.value == "completed"
 
-    assert len(handoff.concurrency_limits) == len(SUBS) + 2 and len(handoff.proposal_lengths) == 2
+    assert len(handoff.concurrency_limits) == len(SUBS) + 1 and len(handoff.proposal_lengths) == 2
     assert handoff.mix is not None and handoff.mix.options
     best = handoff.mix.options[0]
     assert best.on_segments is not None and best.on_segments.low <= best.on_segments.point <= best.on_segments.high
