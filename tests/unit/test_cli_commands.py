@@ -22,7 +22,7 @@ def test_validate_ok_prints_one_line_with_the_hash(capsys: pytest.CaptureFixture
     plan_hash = load_plan("builtin:cpu-smoke").plan_hash
     assert run_cli(capsys, "validate", "builtin:cpu-smoke") == (
         0,
-        "OK builtin:cpu-smoke: plan 'cpu-smoke' is valid: baseline + 7 candidates, 2 workloads, "
+        "OK builtin:cpu-smoke: plan 'cpu-smoke' is valid: baseline + 6 candidates, 2 workloads, "
         f"plan_hash {plan_hash}\n",
         "",
     )
