@@ -75,8 +75,9 @@ def test_run_all_runs_the_scripts_in_order_and_the_slow_one_only_when_asked() ->
         assert done.returncode == 0, done.stderr
         return [line.split()[1] for line in done.stdout.splitlines() if "benchmarks/bench_" in line]
 
-    default = ["bench_fidelity", "bench_client_overhead", "bench_selection_cost", "bench_engine_startup_decode"]
+    default = ["bench_fidelity", "bench_client_overhead", "bench_selection_cost", "bench_engine_startup_decode",
+               "bench_rerun"]  # fmt: skip
     assert dry() == [f"benchmarks/{n}.py" for n in default]
-    assert dry("--with-cpu-draft")[-1] == "benchmarks/bench_cpu_draft.py"
+    assert dry("--with-cpu-draft")[-2:] == ["benchmarks/bench_cpu_draft.py", "benchmarks/bench_rerun.py"]
     assert dry("--only", "bench_selection_cost") == ["benchmarks/bench_selection_cost.py"]
     assert dry("--header-only") == []

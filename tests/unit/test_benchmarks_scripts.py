@@ -24,7 +24,14 @@ from specselect.report.data import load_report_data
 from specselect.workloads.loader import load_workload
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
-SCRIPTS = ("bench_fidelity", "bench_client_overhead", "bench_selection_cost", "bench_engine_startup_decode", "run_all")
+SCRIPTS = (
+    "bench_fidelity",
+    "bench_client_overhead",
+    "bench_selection_cost",
+    "bench_engine_startup_decode",
+    "bench_rerun",
+    "run_all",
+)
 
 
 @pytest.fixture
