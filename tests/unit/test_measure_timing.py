@@ -1,8 +1,11 @@
 """Measured latencies match the stub's PROGRAMMED ones (the stub runs in its own process).
 
 The client can only ever add delay (its own overhead, a busy CPU), never remove it, so one attempt whose
-median errors are within the bound shows the client measures honestly; retries absorb load spikes from
-other processes on this 2-core machine. The assertion is on per-request errors (measured - programmed).
+median errors are within the bound shows the client measures honestly. The assertion is on per-request errors
+(measured - programmed). These are wall-clock bounds (marker `timing`), so each attempt is metered with the
+host-load meter the runner uses: an attempt during which more than a tenth of the CPU went to something other
+than the stub and this process (another guest's steal, a neighbouring job) cannot test a 2 ms bound and is not
+judged; when no attempt was quiet the test is skipped with the load it saw, never passed or failed on it.
 """
 
 from __future__ import annotations
@@ -31,10 +34,15 @@ from specselect.measure import (
     tpot_ms,
     ttft_ms,
 )
+from specselect.measure.hostload import HostLoadMeter
 from specselect.workloads.model import ChatMessage, WorkloadItem
+
+pytestmark = pytest.mark.timing
 
 BOUND_MS = 2.0
 ATTEMPTS = 4
+QUIET_SHARE = 0.10
+"""An attempt is judged only if at most this share of the CPU went to foreign work (steal included)."""
 BASE = StubBehavior(ttft_s=0.03, chunk_delay_s=0.01, output_tokens=12)
 METRICS: dict[str, Callable[[RequestRecord], float | None]] = {"ttft_ms": ttft_ms, "tpot_ms": tpot_ms, "e2e_ms": e2e_ms}
 
@@ -67,22 +75,40 @@ def _median_errors(result: ScenarioResult, expected: dict[str, dict[str, float]]
     return errors
 
 
+def _judge_quiet_attempts(
+    stub: StubServer, attempt: Callable[[], dict[str, float]], what: str, bounds: dict[str, float] | None = None
+) -> None:
+    """Run `attempt` (median errors in ms) until a quiet one is within the bounds (`BOUND_MS` for any error not
+    in `bounds`); fail if none of the quiet ones was, skip if no attempt was quiet."""
+    judged: list[dict[str, float]] = []
+    loaded: list[float] = []
+    for _ in range(ATTEMPTS):
+        with HostLoadMeter(stub.pid) as meter:
+            errors = attempt()
+        share = meter.result.foreign_share if meter.result is not None else 1.0
+        if share > QUIET_SHARE:
+            loaded.append(round(share, 2))
+            continue
+        judged.append(errors)
+        if all(abs(e) <= (bounds or {}).get(name, BOUND_MS) for name, e in errors.items()):
+            return
+    if not judged:
+        pytest.skip(f"{what}: foreign CPU share {loaded} in every attempt (> {QUIET_SHARE}): needs a quiet CPU")
+    pytest.fail(f"{what}: median timing errors (ms) above {bounds or {}} / {BOUND_MS} in every quiet attempt: {judged}")
+
+
 def _assert_accurate(stub: StubServer, *, concurrency: int, n_items: int, repeats: int) -> None:
     items, expected = _workload(n_items)
     endpoint = Endpoint(base_url=stub.base_url, model="stub-model")
-    attempts = []
-    for _ in range(ATTEMPTS):
-        scenario = run_load(
-            endpoint, items, ScenarioSpec(scenario="t", concurrency=concurrency, warmup=concurrency, repeats=repeats)
-        )
-        result = asyncio.run(scenario)
-        errors = _median_errors(result, expected)
+
+    def attempt() -> dict[str, float]:
+        spec = ScenarioSpec(scenario="t", concurrency=concurrency, warmup=concurrency, repeats=repeats)
+        result = asyncio.run(run_load(endpoint, items, spec))
         for r in result.measured():
             assert r.completion_tokens == expected[r.item_id]["tokens"]
-        attempts.append(errors)
-        if all(abs(e) <= BOUND_MS for e in errors.values()):
-            return
-    pytest.fail(f"median timing errors (ms) above {BOUND_MS} in every attempt at concurrency {concurrency}: {attempts}")
+        return _median_errors(result, expected)
+
+    _judge_quiet_attempts(stub, attempt, f"concurrency {concurrency}")
 
 
 def test_latencies_match_programmed_values_at_concurrency_1(stub: StubServer) -> None:
@@ -99,17 +125,20 @@ def test_multi_token_chunks_count_tokens_from_usage_and_itl_is_per_chunk(stub: S
     text = f"spec [[stub:{json.dumps(behavior)}]]"
     items = [WorkloadItem(id=f"m{i}", messages=(ChatMessage(role="user", content=f"{i} {text}"),)) for i in range(4)]
     endpoint = Endpoint(base_url=stub.base_url, model="stub-model")
-    result = asyncio.run(run_load(endpoint, items, ScenarioSpec(scenario="m", repeats=2)))
-    for r in result.measured():
-        assert r.completion_tokens == 32
-        assert r.chunk_tokens == [4] * 8
-        assert len(r.chunk_times_s) == 8
-    summary = result.summary
-    assert summary.tokens_per_chunk.p50 == 4.0
-    itl = float(np.median([v for r in result.measured() for v in itl_ms(r)]))
-    assert abs(itl - 8.0) <= BOUND_MS  # per chunk (4 tokens), not per token
-    tpot = float(np.median([tpot_ms(r) for r in result.measured()]))
-    assert abs(tpot - expected["tpot_ms"]) <= 0.25  # (E2E - TTFT) / 31 tokens ~ 1.8 ms
+
+    def attempt() -> dict[str, float]:
+        result = asyncio.run(run_load(endpoint, items, ScenarioSpec(scenario="m", repeats=2)))
+        for r in result.measured():
+            assert r.completion_tokens == 32
+            assert r.chunk_tokens == [4] * 8
+            assert len(r.chunk_times_s) == 8
+        assert result.summary.tokens_per_chunk.p50 == 4.0
+        itl = float(np.median([v for r in result.measured() for v in itl_ms(r)]))
+        tpot = float(np.median([tpot_ms(r) for r in result.measured()]))
+        # ITL is per chunk (4 tokens, 8 ms), not per token; TPOT is (E2E - TTFT) / 31 tokens ~ 1.8 ms
+        return {"itl_ms": itl - 8.0, "tpot_ms": tpot - expected["tpot_ms"]}
+
+    _judge_quiet_attempts(stub, attempt, "multi-token chunks", bounds={"tpot_ms": 0.25})
 
 
 def test_client_timestamps_agree_with_the_stub_clock_at_concurrency_32(stub: StubServer) -> None:
@@ -118,13 +147,11 @@ def test_client_timestamps_agree_with_the_stub_clock_at_concurrency_32(stub: Stu
     items, _ = _workload(64)
     content = {i.id: i.messages[0].content for i in items if i.messages}
     endpoint = Endpoint(base_url=stub.base_url, model="stub-model")
-    attempts = []
-    for _ in range(ATTEMPTS):
+
+    def attempt() -> dict[str, float]:
         stub.reset()
-        scenario = run_load(
-            endpoint, items, ScenarioSpec(scenario="c", concurrency=32, repeats=2, cache_salt_policy="salt")
-        )
-        result = asyncio.run(scenario)
+        spec = ScenarioSpec(scenario="c", concurrency=32, repeats=2, cache_salt_policy="salt")
+        result = asyncio.run(run_load(endpoint, items, spec))
         origin = result.summary.clock_origin_s
         served = {(r["body"]["messages"][0]["content"], r["body"]["cache_salt"]): r for r in stub.received()}
         receive, send = [], []
@@ -135,9 +162,7 @@ def test_client_timestamps_agree_with_the_stub_clock_at_concurrency_32(stub: Stu
             assert len(log["writes"]) == len(rec.chunk_times_s)
             receive += [(origin + t - w) * 1000 for t, w in zip(rec.chunk_times_s, log["writes"], strict=True)]
             send.append((log["arrived"] - origin - rec.send_time_s) * 1000)
-        lags = {"receive_ms_p50": float(np.median(receive)), "send_ms_p50": float(np.median(send))}
         assert min(receive) > 0  # a chunk never arrives before it was written: one clock
-        attempts.append(lags)
-        if all(v <= BOUND_MS for v in lags.values()):
-            return
-    pytest.fail(f"client lag (ms) above {BOUND_MS} in every attempt: {attempts}")
+        return {"receive_ms_p50": float(np.median(receive)), "send_ms_p50": float(np.median(send))}
+
+    _judge_quiet_attempts(stub, attempt, "client lag at concurrency 32")

@@ -1,8 +1,8 @@
 """Admitting a 20 GB checkpoint without reading its weights: a timing bound the GPU-readiness issue asks for.
 
 The weight files are sparse (their data sections are holes), so the test needs no disk space; the bound is
-wall-clock time of resolving the directory (identity, config, tokenizer, safetensors headers). This is the only
-timing assertion of the unit tier and it carries the `timing` marker.
+wall-clock time of resolving the directory (identity, config, tokenizer, safetensors headers). It carries the
+`timing` marker, as do the load client's accuracy tests (`test_measure_timing.py`).
 """
 
 from __future__ import annotations
