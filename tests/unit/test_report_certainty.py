@@ -8,6 +8,7 @@ from pathlib import Path
 from test_evidence_pipeline_launches import evidence
 
 from specselect.artifacts.results import EvidenceFile, Manifest
+from specselect.report.console import DECISION_COLUMNS, decision_rows
 from specselect.report.data import ReportData
 from specselect.report.evidence_tables import launches_spec, noise_floor_spec, prediction_spec
 
@@ -53,3 +54,10 @@ def test_the_launch_table_lists_each_launchs_rate_and_one_launch_has_no_row() ->
 def test_without_telemetry_per_position_there_is_no_prediction_row() -> None:
     # The constructed candidate reports totals only (no per-position acceptance): nothing to predict from.
     assert prediction_spec(_data([1.0, 1.0], [0.8, 0.8])) is None
+
+
+def test_an_acceptance_rate_without_a_mean_length_is_shown_alone() -> None:
+    file = EvidenceFile.of(evidence([1.0], [0.8]))  # telemetry: 20 of 30 drafted tokens accepted, no length
+    (row,) = [dict(zip(DECISION_COLUMNS, r, strict=True)) for r in decision_rows(file, ())]
+    assert row["acceptance"] == "0.67"
+

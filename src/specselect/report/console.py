@@ -55,7 +55,8 @@ def decision_rows(evidence: EvidenceFile, groups: Sequence[GroupResult]) -> list
         tel = e.telemetry
         acceptance = "-"
         if tel is not None and tel.acceptance_rate is not None:
-            acceptance = f"{tel.acceptance_rate:.2f} (len {tel.mean_acceptance_length:.2f})"
+            length = tel.mean_acceptance_length  # an engine may export the rate without the length
+            acceptance = f"{tel.acceptance_rate:.2f}" + (f" (len {length:.2f})" if length is not None else "")
         elif tel is not None and tel.source == "not_exported":
             acceptance = "not exported"
         rows.append(
