@@ -99,13 +99,15 @@ def _quiet_machine_decisions(
     assert rep.decision.decision.value == "accept" or set(rep.decision.failed_checks) <= latency, rep.decision
     assert rep.decision.checks["outside_noise_floor"] is True
     # n-gram gains far more on text that copies its prompt than on chat, where answers repeat a phrase of the
-    # question now and then (0.80x [0.71, 0.92] and 0.86x [0.77, 0.96] in two back-to-back runs on the 8 AlpacaEval
-    # prompts, 2026-12-01, against 2.21x [1.56, 3.14] and 2.07x [1.68, 2.54] on repetition): the intervals do not
-    # overlap, so the repetition gain is never the answer for general traffic (contract s6).
+    # question now and then (points 0.85-1.28x on the 8 AlpacaEval prompts against 1.65-2.46x on repetition in six
+    # runs, 2026-12-01/02), and the chat gain is never accepted, so the repetition gain is never the answer for
+    # general traffic (contract s6; `_handoff_answers` checks the hand-off leaves n-gram off there). Whether the
+    # two intervals are disjoint depends on the launches: a CI run (2026-12-02) had chat at 0.87x [0.43, 1.76]
+    # against repetition's low of 1.62, its chat baseline launches far apart.
     gen = by[("g1_ngram", "general-c1")]
-    gen_interval = gen.decision.confidence.interval
-    assert gen.evidence.throughput_speedup is not None and gen_interval is not None
-    assert interval.low > gen_interval.high, (interval, gen_interval)
+    assert gen.evidence.throughput_speedup is not None and rep.evidence.throughput_speedup is not None
+    assert gen.evidence.throughput_speedup < interval.low, (gen.evidence.throughput_speedup, interval)
+    assert gen.decision.decision.value != "accept", gen.decision
 
 
 def _handoff_answers(summary: dict[str, Any], *, accepted: bool) -> None:

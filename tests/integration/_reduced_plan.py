@@ -187,8 +187,10 @@ workloads = { repetition = 1.0 }
 # incomplete, nothing to hand off.
 max_host_foreign_cpu_share = 1.0
 # Nor the latency limit: n-gram's prefill took 1.15x the baseline's here (2026-12-02; the default plan's e2e test
-# records 1.10-1.16x), over the default 1.10, so a 1.6x gain read "tune" and nothing was recommended.
-max_ttft_regression_ratio = 1.5
+# records 1.10-1.16x), over the default 1.10, so a 1.6x gain read "tune" and nothing was recommended. An accept
+# also needs the TTFT ratio's interval inside the limit, and the p95 of 8 requests is about their maximum: one
+# slow prefill stretches its interval, hence a limit well above the point.
+max_ttft_regression_ratio = 2.0
 
 [[candidates]]
 name = "g1_ngram"

@@ -39,6 +39,10 @@ def _trimmed_sweep(path: Path) -> Path:
     edits = {
         "\nlaunches = 2 ": "\nlaunches = 1 ",
         "num_speculative_tokens = [1, 3, 5]": "num_speculative_tokens = [1, 5]",
+        # What is tested is the sweep (lengths, crossover, schedule), not the latency limit: an accept needs the TTFT
+        # ratio's interval inside it, and over 8 one-launch requests that reached 1.14-1.25 here (2026-12-02), so
+        # concurrency 1 paid nowhere and the derived schedule switched speculation off there.
+        "max_ttft_regression_ratio = 1.10": "max_ttft_regression_ratio = 2.0",
     }
     for old, new in edits.items():
         assert text.count(old) == 1, old

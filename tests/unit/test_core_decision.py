@@ -325,3 +325,50 @@ def test_noise_floor_refuses_nonsense(spread: float) -> None:
     with pytest.raises(ValidationError):
         NoiseFloor(spread_log=spread, level=0.95, method="m")
     assert AA.band_high == pytest.approx(1.15)
+
+
+TTFT, E2E = "max_ttft_regression_ratio", "max_e2e_p95_regression_ratio"
+
+
+def test_an_accept_whose_ttft_interval_reaches_above_its_limit_is_a_tune_naming_the_check() -> None:
+    latency = {TTFT: interval(0.95, 1.16), E2E: interval(0.8, 1.0)}
+    result = decide(comparable(ttft_ratio=1.04), DEFAULT, interval(1.2, 1.4), latency=latency)
+    assert (result.decision, result.reason) == (Decision.TUNE, "insufficient_latency_confidence")
+    assert result.checks[TTFT] is True  # the point passes; its interval does not
+    assert result.failed_checks == ()
+    assert result.confidence.status == "insufficient"
+    assert result.confidence.unsettled_checks == (TTFT,)
+    assert result.confidence.latency_intervals == latency
+    assert result.detail == "ttft_ratio interval high 1.16 > 1.1 (point 1.04)"
+
+
+def test_latency_intervals_inside_their_limits_keep_the_accept_and_are_recorded() -> None:
+    latency = {TTFT: interval(0.9, 1.10), E2E: interval(0.8, 1.05)}  # the limits are inclusive
+    result = decide(comparable(), DEFAULT, interval(1.2, 1.4), latency=latency)
+    assert (result.decision, result.reason) == (Decision.ACCEPT, "meets_thresholds")
+    assert result.confidence.latency_intervals == latency and result.confidence.unsettled_checks == ()
+
+
+def test_both_latency_checks_unsettled_are_named_in_check_order() -> None:
+    latency = {E2E: interval(0.9, 1.2), TTFT: interval(0.9, 1.3)}
+    result = decide(comparable(), DEFAULT, interval(1.2, 1.4), latency=latency)
+    assert result.confidence.unsettled_checks == (TTFT, E2E)
+    assert result.detail == (
+        "ttft_ratio interval high 1.3 > 1.1 (point 1); e2e_p95_ratio interval high 1.2 > 1.05 (point 0.9)"
+    )
+
+
+def test_a_latency_interval_changes_no_decision_but_an_accept() -> None:
+    wide = {TTFT: interval(0.5, 2.0)}
+    failing = decide(comparable(ttft_ratio=1.2), DEFAULT, interval(1.2, 1.4), latency=wide)
+    assert (failing.decision, failing.reason) == (Decision.TUNE, "ttft_regression")
+    slow = decide(comparable(throughput_speedup=0.8), DEFAULT, interval(0.7, 0.9), latency=wide)
+    assert (slow.decision, slow.reason) == (Decision.TUNE, "net_slowdown")
+    rejected = decide(comparable(quality_ok=False), DEFAULT, interval(1.2, 1.4), latency=wide)
+    assert (rejected.decision, rejected.reason) == (Decision.REJECT, "quality_failed")
+    assert failing.confidence.latency_intervals == slow.confidence.latency_intervals == wide
+
+
+def test_a_latency_interval_for_another_check_is_refused() -> None:
+    with pytest.raises(ValueError, match="min_throughput_speedup"):
+        decide(comparable(), DEFAULT, interval(1.2, 1.4), latency={"min_throughput_speedup": interval(1.0, 1.2)})

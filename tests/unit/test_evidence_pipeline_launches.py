@@ -25,11 +25,13 @@ REPEATS = 2
 BASELINE = "g0_target_only"
 
 
-def launch_records(e2e_per_launch: Sequence[float]) -> list[RequestRecord]:
-    """Every request of launch j takes about `e2e_per_launch[j]` s; launch j measures passes 2j and 2j + 1."""
+def launch_records(e2e_per_launch: Sequence[float], ttft: Sequence[float] | None = None) -> list[RequestRecord]:
+    """Every request of launch j takes about `e2e_per_launch[j]` s (its first token after `ttft[j]` s, default
+    0.05); launch j measures passes 2j and 2j + 1."""
     out: list[RequestRecord] = []
     for j, e2e in enumerate(e2e_per_launch):
-        for r in one_launch_records(KEY.name, e2e=e2e, repeats=REPEATS):
+        first = ttft[j] if ttft is not None else 0.05
+        for r in one_launch_records(KEY.name, e2e=e2e, ttft=first, repeats=REPEATS):
             repeat = r.repeat + j * REPEATS
             out.append(r.model_copy(update={"launch": j, "repeat": repeat, "request_id": f"{r.item_id}:r{repeat}"}))
     return out
@@ -70,8 +72,14 @@ def group(name: str, recs: Sequence[RequestRecord], *, peaks: Sequence[float] | 
     )
 
 
-def evidence(baseline: Sequence[float], candidate: Sequence[float], **group_extra: Sequence[float]) -> Evidence:
-    base, cand = launch_records(baseline), launch_records(candidate)
+def evidence(
+    baseline: Sequence[float],
+    candidate: Sequence[float],
+    *,
+    candidate_ttft: Sequence[float] | None = None,
+    **group_extra: Sequence[float],
+) -> Evidence:
+    base, cand = launch_records(baseline), launch_records(candidate, candidate_ttft)
     store = InMemoryRecords.of({(BASELINE, KEY.name): base, ("g1_ngram", KEY.name): cand})
     return build_evidence(
         [group(BASELINE, base), group("g1_ngram", cand, **group_extra)],
@@ -122,6 +130,27 @@ def test_a_gain_inside_the_baselines_own_launch_spread_is_not_accepted() -> None
     assert 1.10 < entry.speedup.low < floor.band_high
     assert (entry.decision.decision.value, entry.decision.reason) == ("tune", "within_noise_floor")
     assert noisy.policy.noise_floor_rule is not None
+
+
+def test_an_accept_needs_the_ttft_interval_over_both_launches_inside_its_limit() -> None:
+    steady = evidence([1.0, 1.0], [0.8, 0.8], candidate_ttft=[0.05, 0.05]).entries[0]
+    # The candidate's first launch answered its first token sooner, its second later: the pooled TTFT p95 ratio
+    # (1.08) passes the 1.10 limit as a point, but a rerun could land either launch's way.
+    split = evidence([1.0, 1.0], [0.8, 0.8], candidate_ttft=[0.045, 0.054]).entries[0]
+    assert steady.decision.decision.value == "accept"
+    assert set(steady.decision.confidence.latency_intervals) == {
+        "max_ttft_regression_ratio",
+        "max_e2e_p95_regression_ratio",
+    }
+    assert split.evidence.ttft_ratio == pytest.approx(1.08)
+    assert split.stats is not None and split.stats.ttft_ratio.method == "two_stage_bootstrap_t"
+    assert split.stats.ttft_ratio.point == pytest.approx(split.evidence.ttft_ratio)
+    assert split.decision.checks["max_ttft_regression_ratio"] is True
+    assert (split.decision.decision.value, split.decision.reason) == ("tune", "insufficient_latency_confidence")
+    assert split.decision.confidence.unsettled_checks == ("max_ttft_regression_ratio",)
+    high = split.decision.confidence.latency_intervals["max_ttft_regression_ratio"].high
+    assert high > 1.10
+    assert split.decision.detail == f"ttft_ratio interval high {high:.4g} > 1.1 (point 1.08)"
 
 
 def test_baseline_launches_ten_percent_apart_fail_the_aa_check() -> None:
@@ -199,6 +228,17 @@ def test_the_sequential_rule_continues_only_the_pair_whose_interval_straddles_a_
     assert continuing_candidates(drifting) == ("g1_ngram",) and continuing_candidates(settled) == ()
     spent = evidence_plan(evidence([1.0, 1.0, 1.0, 1.0], [0.8, 0.9, 0.8, 0.9]), policy)
     assert [(s.action, s.reason) for s in spent.steps] == [("stop", "budget_exhausted")]
+
+
+def test_the_sequential_rule_continues_a_pair_whose_accept_waits_on_a_latency_interval() -> None:
+    policy = SequentialPolicy(max_repeats=REPEATS, max_launches=4, min_launches=2)
+    split = evidence_plan(evidence([1.0, 1.0], [0.8, 0.8], candidate_ttft=[0.045, 0.054]), policy)
+    (step,) = split.steps
+    assert (step.action, step.reason, step.straddled) == ("add_launch", "latency_interval_straddles_limit", ())
+    assert step.unsettled_checks == ("max_ttft_regression_ratio",)
+    assert continuing_candidates(split) == ("g1_ngram",)
+    spent = evidence_plan(evidence([1.0] * 4, [0.8] * 4, candidate_ttft=[0.045, 0.054, 0.045, 0.054]), policy).steps[0]
+    assert (spent.action, spent.reason) == ("stop", "budget_exhausted")
 
 
 def test_the_aa_halves_alternate_so_a_drift_across_the_run_is_not_taken_for_launch_noise() -> None:

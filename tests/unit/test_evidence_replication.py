@@ -8,8 +8,14 @@ from typing import Literal
 import numpy as np
 import pytest
 
-from specselect.core.decision import SpeedupInterval
-from specselect.evidence.replication import ReplicationPolicy, build_cells, replicated_speedup
+from specselect.core.decision import LATENCY_CHECKS, SpeedupInterval
+from specselect.evidence.replication import (
+    ReplicationPolicy,
+    build_cells,
+    replicated_latency_ratios,
+    replicated_quantile_ratio,
+    replicated_speedup,
+)
 from specselect.evidence.samples import RequestSample, pair_by_launch, pair_requests
 from specselect.evidence.stats import BootstrapPolicy, e2e_rate, throughput_speedup
 
@@ -236,3 +242,45 @@ def test_bca_is_noted_when_asked_for_across_launches_and_the_interval_feeds_the_
     assert (interval.low, interval.point, interval.high) == (est.low, est.point, est.high)
     assert interval.samples_per_repeat == 16
     assert interval.n_samples == 32
+
+
+def _ttft_samples(per_launch: list[list[float]]) -> list[RequestSample]:
+    """Launch j's TTFTs, one request per item in order (items item0, item1, ...)."""
+    return [
+        RequestSample(item_id=f"item{i}", repeat=0, launch=j, completion_tokens=32, ttft_s=value, e2e_s=1.0)
+        for j, values in enumerate(per_launch)
+        for i, value in enumerate(values)
+    ]
+
+
+def test_the_latency_ratio_is_the_ratio_of_the_pooled_p95s() -> None:
+    base = _ttft_samples([[0.10 + 0.01 * i for i in range(8)], [0.11 + 0.01 * i for i in range(8)]])
+    cand = _ttft_samples([[0.12 + 0.01 * i for i in range(8)], [0.09 + 0.01 * i for i in range(8)]])
+    est = replicated_quantile_ratio(
+        "ttft_ratio", "ttft_s", 0.95, base, cand, policy=FAST, replication=ReplicationPolicy()
+    )
+    pooled = [s.ttft_s for s in cand], [s.ttft_s for s in base]
+    assert est.point == pytest.approx(float(np.quantile(pooled[0], 0.95) / np.quantile(pooled[1], 0.95)))
+    assert est.statistic == "ratio_of_p95(ttft_s)" and est.method == "two_stage_bootstrap_t"
+    assert (est.n_samples, est.n_clusters, est.n_dropped) == (16, 8, 0)
+
+
+def test_a_launch_effect_on_ttft_widens_the_latency_interval() -> None:
+    rng = np.random.default_rng(3)
+    base_values = [list(0.1 * rng.lognormal(0, 0.05, 8)) for _ in range(2)]
+    cand_values = [list(0.1 * rng.lognormal(0, 0.05, 8)) for _ in range(2)]
+    shifted = [[v * 0.85 for v in cand_values[0]], [v * 1.15 for v in cand_values[1]]]  # a launch effect
+    args = {"policy": FAST, "replication": ReplicationPolicy()}
+    base = _ttft_samples(base_values)
+    calm = replicated_quantile_ratio("ttft_ratio", "ttft_s", 0.95, base, _ttft_samples(cand_values), **args)
+    split = replicated_quantile_ratio("ttft_ratio", "ttft_s", 0.95, base, _ttft_samples(shifted), **args)
+    assert calm.low is not None and calm.high is not None and split.low is not None and split.high is not None
+    assert math.log(split.high / split.low) > 2 * math.log(calm.high / calm.low)
+
+
+def test_latency_ratios_are_keyed_by_the_decisions_latency_checks() -> None:
+    base = _ttft_samples([[0.1] * 4, [0.1] * 4])
+    ratios = replicated_latency_ratios(base, base, policy=FAST, replication=ReplicationPolicy())
+    assert tuple(ratios) == LATENCY_CHECKS
+    assert [r.statistic for r in ratios.values()] == ["ratio_of_p95(ttft_s)", "ratio_of_p95(e2e_s)"]
+    assert all(r.point == pytest.approx(1.0) for r in ratios.values())

@@ -61,3 +61,10 @@ def test_an_acceptance_rate_without_a_mean_length_is_shown_alone() -> None:
     (row,) = [dict(zip(DECISION_COLUMNS, r, strict=True)) for r in decision_rows(file, ())]
     assert row["acceptance"] == "0.67"
 
+
+def test_the_decision_table_shows_the_latency_interval_that_held_an_accept_back() -> None:
+    file = EvidenceFile.of(evidence([1.0, 1.0], [0.8, 0.8], candidate_ttft=[0.045, 0.054]))
+    (row,) = [dict(zip(DECISION_COLUMNS, r, strict=True)) for r in decision_rows(file, ())]
+    high = file.entries[0].decision.confidence.latency_intervals["max_ttft_regression_ratio"].high
+    assert row["decision"] == "tune" and row["reason"] == "insufficient_latency_confidence"
+    assert row["TTFT p95"].startswith("1.08x [") and row["TTFT p95"].endswith(f", {high:.2f}]")

@@ -6,7 +6,13 @@ Order: evidence not comparable/incomplete -> ``not_evaluated``; incomplete -> ``
 With a speedup interval, an accept whose interval reaches below ``min_throughput_speedup`` becomes
 ``tune`` (``insufficient_confidence``) with an estimate of the extra repeats needed, assuming the
 interval's lower half-width shrinks as 1/sqrt(n); a threshold-failed tune whose whole interval lies
-below 1.0 is a ``net_slowdown``. Confidence is about the throughput speedup only.
+below 1.0 is a ``net_slowdown``.
+
+With latency intervals (the TTFT and E2E p95 ratios', keyed by their check), an accept also needs each interval's
+high inside its limit: a latency check whose point passes but whose interval reaches above the limit leaves the
+pair ``tune`` (``insufficient_latency_confidence``), the check named in ``Confidence.unsettled_checks``. A
+regression is not a point: run to run on a 2-core host the TTFT p95 ratio of one pair moved from 0.89 to 1.74,
+enough to flip accept and tune when the points alone were compared.
 
 With an A/A noise floor (the baseline against an independent launch of itself, `NoiseFloor`), an accept also
 needs the gain to clear the A/A band: a point inside the band is ``within_noise_floor`` before anything else
@@ -28,6 +34,9 @@ from specselect.core.status import Decision, EvidenceStatus
 __all__ = [
     "CHECK_NAMES",
     "CHECK_REASONS",
+    "LATENCY_CHECKS",
+    "LATENCY_RATIO_OF",
+    "LATENCY_UNSETTLED",
     "NOISE_FLOOR_CHECK",
     "WITHIN_NOISE_FLOOR",
     "Confidence",
@@ -59,6 +68,15 @@ NOISE_FLOOR_CHECK = "outside_noise_floor"
 """The check of a claimed gain against the A/A noise band; in `checks` only when `decide` got a noise floor."""
 WITHIN_NOISE_FLOOR = "within_noise_floor"
 """The reason of a tune whose speedup an identical server could show against itself."""
+LATENCY_UNSETTLED = "insufficient_latency_confidence"
+"""The reason of a tune whose latency points pass but an interval reaches above its limit."""
+LATENCY_RATIO_OF: dict[str, str] = {
+    "max_ttft_regression_ratio": "ttft_ratio",
+    "max_e2e_p95_regression_ratio": "e2e_p95_ratio",
+}
+"""Latency check -> the `PairEvidence` ratio it compares."""
+LATENCY_CHECKS: tuple[str, ...] = tuple(LATENCY_RATIO_OF)
+"""The checks `decide` accepts latency intervals for."""
 
 ConfidenceStatus = Literal["confident", "insufficient", "not_assessed"]
 
@@ -133,6 +151,10 @@ class Confidence(BaseModel):
     interval: SpeedupInterval | None = None
     extra_repeats_estimate: int | None = None
     """Extra repeats for the interval to clear the threshold; None when not applicable or unbounded."""
+    latency_intervals: dict[str, SpeedupInterval] = Field(default_factory=dict)
+    """`LATENCY_CHECKS` name -> the interval of the ratio that check compares (when `decide` got one)."""
+    unsettled_checks: tuple[str, ...] = ()
+    """Latency checks whose point passes but whose interval reaches above the limit."""
 
 
 class DecisionResult(BaseModel):
@@ -339,23 +361,60 @@ def _failing(
     )
 
 
+def _latency_limits(thresholds: Thresholds) -> dict[str, tuple[str, float]]:
+    """Latency check -> (the evidence ratio it compares, its limit)."""
+    return {check: (ratio, getattr(thresholds, check)) for check, ratio in LATENCY_RATIO_OF.items()}
+
+
+def _with_latency(
+    result: DecisionResult, evidence: PairEvidence, latency: Mapping[str, SpeedupInterval]
+) -> DecisionResult:
+    """Record the latency intervals; an accept whose latency interval reaches above a limit becomes a tune."""
+    unknown = sorted(set(latency) - set(LATENCY_CHECKS))
+    if unknown:
+        raise ValueError(f"latency intervals for {unknown}: only {list(LATENCY_CHECKS)} take one")
+    confidence = result.confidence.model_copy(update={"latency_intervals": dict(latency)})
+    limits = _latency_limits(result.policy)
+    unsettled = tuple(name for name in LATENCY_CHECKS if name in latency and latency[name].high > limits[name][1])
+    if result.decision is not Decision.ACCEPT or not unsettled:
+        return result.model_copy(update={"confidence": confidence})
+    detail = "; ".join(
+        f"{limits[name][0]} interval high {latency[name].high:.4g} > {limits[name][1]:.4g} "
+        f"(point {getattr(evidence, limits[name][0]):.4g})"
+        for name in unsettled
+    )
+    return result.model_copy(
+        update={
+            "decision": Decision.TUNE,
+            "reason": LATENCY_UNSETTLED,
+            "confidence": confidence.model_copy(update={"status": "insufficient", "unsettled_checks": unsettled}),
+            "detail": detail,
+        }
+    )
+
+
 def decide(
     evidence: PairEvidence,
     thresholds: Thresholds,
     interval: SpeedupInterval | None = None,
     noise_floor: NoiseFloor | None = None,
+    latency: Mapping[str, SpeedupInterval] | None = None,
 ) -> DecisionResult:
     """Apply section 5 to one pair's evidence; writes the policy and every check's outcome.
 
     `noise_floor` (optional): the A/A band an accept must clear (check `outside_noise_floor`).
+    `latency` (optional): `LATENCY_CHECKS` name -> interval of its ratio; an accept needs each high in its limit.
     """
     if evidence.evidence_status is not EvidenceStatus.COMPARABLE:
-        return _unassessed(evidence, thresholds, interval, floor=noise_floor is not None)
+        unassessed = _unassessed(evidence, thresholds, interval, floor=noise_floor is not None)
+        return _with_latency(unassessed, evidence, latency) if latency else unassessed
     checks = _checks(evidence, thresholds)
     if noise_floor is not None:
         point = _present(evidence.throughput_speedup, "throughput_speedup")
         checks[NOISE_FLOOR_CHECK] = clears_noise_floor(point, interval, noise_floor)
     result = _decided(checks, evidence, thresholds, interval, noise_floor)
+    if latency:
+        result = _with_latency(result, evidence, latency)
     if checks["max_peak_memory_mb"] is None:
         return result
     return result.model_copy(update={"memory_figure": evidence.candidate_peak_memory_figure})

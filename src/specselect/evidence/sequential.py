@@ -3,7 +3,9 @@
 A pair is settled once its speedup interval lies entirely on one side of every threshold it is judged against
 (`decision_thresholds`: the minimum speedup, 1.0 for a net slowdown, the A/A band's edge): low >= t or high < t,
 the comparisons `core.decision.decide` makes. More data would narrow the interval but not move it across, so the
-pair stops and the passes it did not use are saved. While an interval straddles a threshold the rule adds
+pair stops and the passes it did not use are saved -- unless a latency check keeps the pair from an accept
+(`PairProgress.unsettled_checks`: its point passes, its interval reaches above the limit), which continues it
+like a straddling speedup. While an interval straddles a threshold the rule adds
  - a launch when between-launch variance dominates (launch_share >= `launch_share_for_launch`): more repeats in
    the same launches cannot shrink it; also while fewer than `min_launches` launches were measured;
  - otherwise a repeat in the running launch (the runner keeps that server up between looks);
@@ -47,7 +49,9 @@ SequentialAction = Literal["settled", "add_repeats", "add_launch", "stop"]
 
 SEQUENTIAL_RULE = (
     "a pair is settled when for every threshold t it is judged against (min speedup, 1.0, the A/A band edge) its "
-    "speedup interval has low >= t or high < t; otherwise add a launch while launches < min_launches or when "
+    "speedup interval has low >= t or high < t, and no latency check is unsettled (its point passes, its interval "
+    "reaches above the limit: continued with reason latency_interval_straddles_limit); otherwise add a launch "
+    "while launches < min_launches or when "
     "between-launch variance is at least launch_share_for_launch of the total, else a repeat in the running launch; "
     "an exhausted option falls to the other; both exhausted -> stop (budget_exhausted); no interval -> stop "
     "(no_interval); interim intervals at look_level (Bonferroni over the most looks)"
@@ -107,6 +111,8 @@ class PairProgress(BaseModel):
     """Between-launch share of the variance (`VarianceComponents.launch_share`)."""
     n_items: int | None = Field(default=None, ge=0)
     """Workload items, to count the budget in requests."""
+    unsettled_checks: tuple[str, ...] = ()
+    """Latency checks whose interval straddles their limit (`core.decision` keeps such a pair from accept)."""
 
 
 def progress_from_estimate(
@@ -142,6 +148,8 @@ class SequentialStep(BaseModel):
     straddled: tuple[float, ...] = ()
     sides: tuple[Literal["above", "below"], ...] = ()
     """Settled: for each threshold, whether the interval lies above (low >= t) or below (high < t) it."""
+    unsettled_checks: tuple[str, ...] = ()
+    """Latency checks that kept a speedup-settled pair going (`PairProgress.unsettled_checks`)."""
     passes_spent: int
     passes_saved: int
     """On a terminal action (settled, stop): passes the budget allowed but this pair did not use."""
@@ -185,6 +193,9 @@ def next_step(progress: PairProgress, thresholds: Sequence[float], policy: Seque
         straddled = tuple(t for t in limits if low < t <= high)
         if straddled:
             action, reason, repeats, launches = _growth(progress, policy)
+        elif progress.unsettled_checks:
+            action, reason, repeats, launches = _growth(progress, policy)
+            reason = "latency_interval_straddles_limit" if reason == "interval_straddles_threshold" else reason
         else:
             action, reason, repeats, launches = "settled", "decision_settled", 0, 0
             sides = tuple("above" if low >= t else "below" for t in limits)
@@ -200,6 +211,7 @@ def next_step(progress: PairProgress, thresholds: Sequence[float], policy: Seque
         thresholds=limits,
         straddled=straddled,
         sides=sides,
+        unsettled_checks=progress.unsettled_checks if action != "settled" else (),
         passes_spent=progress.passes,
         passes_saved=saved,
         requests_spent=None if items is None else progress.passes * items,

@@ -378,11 +378,14 @@ def paired_stats(
     *,
     speedup: RatioEstimate | None = None,
     interval: SpeedupInterval | None = None,
+    ttft: RatioEstimate | None = None,
+    e2e: RatioEstimate | None = None,
 ) -> PairedStats:
     """Every paired figure of one scenario; never raises on empty or degenerate inputs.
 
     `speedup` and `interval`, when given, are THE speedup computed elsewhere (over several launches:
-    `evidence.replication`); otherwise the pairs' item-cluster bootstrap gives both.
+    `evidence.replication`); otherwise the pairs' item-cluster bootstrap gives both. So are `ttft` and `e2e`,
+    the latency ratios the decision's latency checks are judged on.
     """
     policy = policy or BootstrapPolicy()
     if speedup is None:
@@ -393,8 +396,8 @@ def paired_stats(
         n_items=len({p.item_id for p in pairs}),
         throughput_speedup=speedup,
         decode_speedup=decode_speedup(pairs, policy),
-        ttft_ratio=ttft_quantile_ratio(pairs, policy),
-        e2e_p95_ratio=e2e_quantile_ratio(pairs, policy),
+        ttft_ratio=ttft if ttft is not None else ttft_quantile_ratio(pairs, policy),
+        e2e_p95_ratio=e2e if e2e is not None else e2e_quantile_ratio(pairs, policy),
         mean_per_sample_speedup=mean_per_sample_speedup(pairs, policy),
         speedup_interval=interval,
         per_request=pair_ratios(pairs),

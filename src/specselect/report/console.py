@@ -47,6 +47,14 @@ def _speedup(entry: ScenarioEvidence) -> str:
     return f"{point:.2f}x [{interval.low:.2f}, {interval.high:.2f}]"
 
 
+def _latency(entry: ScenarioEvidence, value: float | None, check: str) -> str:
+    # The interval the decision judged the latency check's confidence on, when it had one.
+    interval = entry.decision.confidence.latency_intervals.get(check)
+    if value is None or interval is None:
+        return fmt_ratio(value)
+    return f"{value:.2f}x [{interval.low:.2f}, {interval.high:.2f}]"
+
+
 def decision_rows(evidence: EvidenceFile, groups: Sequence[GroupResult]) -> list[list[str]]:
     """One row per candidate x scenario: the same cells the terminal, Markdown and HTML tables show."""
     status = {g.group: g.run_status.value for g in groups}
@@ -68,8 +76,8 @@ def decision_rows(evidence: EvidenceFile, groups: Sequence[GroupResult]) -> list
                 e.decision.decision.value,
                 e.decision.reason,
                 _speedup(e),
-                fmt_ratio(e.evidence.ttft_ratio),
-                fmt_ratio(e.evidence.e2e_p95_ratio),
+                _latency(e, e.evidence.ttft_ratio, "max_ttft_regression_ratio"),
+                _latency(e, e.evidence.e2e_p95_ratio, "max_e2e_p95_regression_ratio"),
                 acceptance,
                 e.parity.verdict.value if e.parity else "-",
             ]

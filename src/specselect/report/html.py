@@ -148,7 +148,8 @@ def _decisions(data: ReportData) -> str:
     base = data.baseline_name
     lead = (
         f"Each candidate against {base} on identical requests, per scenario. Speedup is output throughput with its "
-        "confidence interval; TTFT p95 and E2E p95 are candidate / baseline ratios (below 1 is better)."
+        "confidence interval; TTFT p95 and E2E p95 are candidate / baseline ratios (below 1 is better), with the "
+        "interval an accept needs inside its limit."
     )
     recos = "".join(f"<li><b>{esc(s)}</b>{esc(text)}</li>" for s, text in recommendations(data))
     reco = f'<h3>Recommendation per scenario</h3><ul class="reco">{recos}</ul>' if recos else ""

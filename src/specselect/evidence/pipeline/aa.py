@@ -6,18 +6,19 @@ its 1st, 3rd, ..., go through the same `core.decision.decide` with the plan's th
 Identical servers must never be accepted; an `accept` here means the machine drifted between launches by more
 than the thresholds allow for, and every accept of the run in that scenario deserves the same doubt.
 
-The noise floor check itself is left out: the band is computed from this very pair, so it could only agree.
+The noise floor check itself is left out: the band is computed from this very pair, so it could only agree. The
+latency checks get their two-stage intervals, as a candidate's do.
 """
 
 from __future__ import annotations
 
-from specselect.core.decision import DecisionResult, Thresholds, decide
+from specselect.core.decision import DecisionResult, SpeedupInterval, Thresholds, decide
 from specselect.core.pairing import SideMetrics, build_pair_evidence
 from specselect.evidence.parity import ParityVerdict
 from specselect.evidence.pipeline.inputs import MeasuredGroup
 from specselect.evidence.pipeline.launches import SideLaunches
 from specselect.evidence.pipeline.sides import SideFigures, side_metrics
-from specselect.evidence.replication import AANoiseFloor
+from specselect.evidence.replication import AANoiseFloor, replicated_latency_ratios
 
 __all__ = ["aa_as_candidate"]
 
@@ -56,4 +57,10 @@ def aa_as_candidate(
     # The second half runs the baseline's own configuration: it is taken as a candidate that proposes.
     cand = cand.model_copy(update={"execution_path": "speculative", "mechanism_active": True})
     evidence = build_pair_evidence(base, cand)
-    return decide(evidence, thresholds, floor.speedup.speedup_interval())
+    return decide(evidence, thresholds, floor.speedup.speedup_interval(), latency=_latency(first, second, floor))
+
+
+def _latency(first: SideLaunches, second: SideLaunches, floor: AANoiseFloor) -> dict[str, SpeedupInterval]:
+    policy, replication = floor.speedup.policy, floor.speedup.replication
+    ratios = replicated_latency_ratios(first.samples, second.samples, policy=policy, replication=replication)
+    return {check: iv for check, estimate in ratios.items() if (iv := estimate.speedup_interval()) is not None}

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from specselect.core.decision import DecisionResult, NoiseFloor, Thresholds, decide, summarize_verdict
+from specselect.core.decision import DecisionResult, NoiseFloor, SpeedupInterval, Thresholds, decide, summarize_verdict
 from specselect.core.families import Dependency, classify_family
 from specselect.core.pairing import PairEvidence, build_pair_evidence
 from specselect.core.status import RunStatus
@@ -44,10 +44,16 @@ from specselect.evidence.pipeline.result import (
 )
 from specselect.evidence.pipeline.sides import SideFigures, contamination, find_scenario, side_metrics, untrusted
 from specselect.evidence.prediction import ProposerCost, SpeedupPrediction, predict_speedup, verify_cost_from_prefill
-from specselect.evidence.replication import AANoiseFloor, ReplicatedEstimate, ReplicationPolicy, replicated_speedup
+from specselect.evidence.replication import (
+    AANoiseFloor,
+    ReplicatedEstimate,
+    ReplicationPolicy,
+    replicated_latency_ratios,
+    replicated_speedup,
+)
 from specselect.evidence.samples import Pairing, RequestKey, pair_launches
 from specselect.evidence.segments import InputLengthSegments, SegmentPolicy, input_length_segments
-from specselect.evidence.stats import BootstrapPolicy, PairedStats, paired_stats
+from specselect.evidence.stats import BootstrapPolicy, PairedStats, RatioEstimate, paired_stats
 from specselect.measure.types import RequestRecord
 
 __all__ = [
@@ -197,7 +203,13 @@ def stats_step(
     speedup = replicated_speedup(pair.baseline_side.samples, pair.candidate_side.samples, policy, settings.replication)
     several = len(pair.baseline_side.launches) > 1 or len(pair.candidate_side.launches) > 1
     stats = (
-        paired_stats(pairs, policy, speedup=speedup.as_ratio_estimate(), interval=speedup.speedup_interval())
+        paired_stats(
+            pairs,
+            policy,
+            speedup=speedup.as_ratio_estimate(),
+            interval=speedup.speedup_interval(),
+            **_replicated_latency(pair, policy, settings.replication),
+        )
         if several
         else paired_stats(pairs, policy)
     )
@@ -210,6 +222,15 @@ def stats_step(
     )
     breakdown = category_breakdown(pairs, categories=categories, policy=policy) if any(categories.values()) else None
     return PairStats(speedup, stats, prediction, breakdown)
+
+
+def _replicated_latency(
+    pair: PairedRecords, policy: BootstrapPolicy, replication: ReplicationPolicy
+) -> dict[str, RatioEstimate]:
+    """The TTFT and E2E quantile ratios over every launch of both sides (launch variation in their intervals)."""
+    base, cand = pair.baseline_side.samples, pair.candidate_side.samples
+    ratios = replicated_latency_ratios(base, cand, policy=policy, replication=replication)
+    return {"ttft": ratios["max_ttft_regression_ratio"], "e2e": ratios["max_e2e_p95_regression_ratio"]}
 
 
 def segments_step(pair: PairedRecords, settings: EvidenceSettings) -> InputLengthSegments:
@@ -320,7 +341,14 @@ def decide_step(
     evidence = untrusted(build_pair_evidence(baseline, candidate), reasons)
     interval = analysed.stats.stats.speedup_interval if analysed else None
     thresholds = settings.thresholds_for(cand_group.group)
-    return evidence, decide(evidence, thresholds, interval, noise_floor), reasons
+    latency = latency_intervals(analysed.stats.stats) if analysed else None
+    return evidence, decide(evidence, thresholds, interval, noise_floor, latency), reasons
+
+
+def latency_intervals(stats: PairedStats) -> dict[str, SpeedupInterval]:
+    """The latency checks' intervals (`core.decision.LATENCY_CHECKS`) from the paired statistics that have one."""
+    figures = {"max_ttft_regression_ratio": stats.ttft_ratio, "max_e2e_p95_regression_ratio": stats.e2e_p95_ratio}
+    return {name: iv for name, estimate in figures.items() if (iv := estimate.speedup_interval()) is not None}
 
 
 def _evaluate(

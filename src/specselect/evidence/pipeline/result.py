@@ -38,7 +38,9 @@ RULE = (
     "contract s5: evidence not comparable/incomplete -> not_evaluated; incomplete -> tune; quality (exact output "
     "parity at temperature 0) failed -> reject; throughput_speedup >= min AND ttft_ratio <= max AND "
     "e2e_p95_ratio <= max AND peak memory <= budget -> accept, else tune; an accept whose speedup interval "
-    "reaches below the minimum -> tune (insufficient_confidence)"
+    "reaches below the minimum -> tune (insufficient_confidence); an accept whose TTFT or E2E p95 ratio interval "
+    "(two-stage over launches when a side has several) reaches above its limit -> tune "
+    "(insufficient_latency_confidence, the check in confidence.unsettled_checks)"
 )
 
 TRACK_RULE = (
@@ -65,8 +67,9 @@ MISSING_UNCONTAMINATED = "uncontaminated_measurement"
 AA_AS_CANDIDATE_RULE = (
     "A/A as a candidate: a baseline's 2nd, 4th, ... launches are taken as a speculative candidate that proposes, "
     "against its 1st, 3rd, ...: throughput from the A/A speedup's two rates, TTFT and E2E p95 over each half's "
-    "requests, quality from the launches' output agreement; decided by the plan's thresholds and the A/A "
-    "interval, without the noise floor check (computed from this pair). Identical servers must not be accepted."
+    "requests, quality from the launches' output agreement; decided by the plan's thresholds, the A/A "
+    "interval and the halves' latency intervals, without the noise floor check (computed from this pair). "
+    "Identical servers must not be accepted."
 )
 
 AA_DECISION_RULE = (

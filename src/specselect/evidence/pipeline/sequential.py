@@ -25,9 +25,11 @@ def _progress(entry: ScenarioEvidence, repeats: int) -> PairProgress | None:
     if entry.speedup is None or entry.decision.reason == "quality_failed":
         return None
     launches = max(1, len(entry.speedup.launches_candidate))
-    return progress_from_estimate(
+    progress = progress_from_estimate(
         f"{entry.candidate}/{entry.scenario}", entry.speedup, repeats=repeats, passes=repeats * launches
     )
+    # An accept held back only by a latency interval is as undecided as a straddling speedup.
+    return progress.model_copy(update={"unsettled_checks": entry.decision.confidence.unsettled_checks})
 
 
 def evidence_plan(evidence: Evidence, policy: SequentialPolicy) -> SequentialPlan:

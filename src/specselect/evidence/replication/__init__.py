@@ -2,12 +2,19 @@
 
 - `cells`: the (launch x item) table both sides are summed into
 - `twostage`: the two-stage (launch, then item) bootstrap and its variance components
+- `latency`: the TTFT and E2E quantile ratios over the same two-stage design
 - `noise_floor`: the A/A noise floor (the baseline against itself) and the check of a candidate against it
 """
 
 from __future__ import annotations
 
 from specselect.evidence.replication.cells import CellTable, SideCells, build_cells
+from specselect.evidence.replication.latency import (
+    LATENCY_RATIOS,
+    LatencyField,
+    replicated_latency_ratios,
+    replicated_quantile_ratio,
+)
 from specselect.evidence.replication.noise_floor import (
     AA_RULE,
     NOISE_FLOOR_SCHEMA_VERSION,
@@ -32,11 +39,13 @@ from specselect.evidence.replication.twostage import (
 
 __all__ = [
     "AA_RULE",
+    "LATENCY_RATIOS",
     "NOISE_FLOOR_SCHEMA_VERSION",
     "REPLICATION_SCHEMA_VERSION",
     "AANoiseFloor",
     "AAVerdict",
     "CellTable",
+    "LatencyField",
     "LaunchAgreement",
     "LaunchVarianceSource",
     "NoiseFloorCheck",
@@ -50,5 +59,7 @@ __all__ = [
     "launch_agreement",
     "one_launch_per_side",
     "pool_launch_outputs",
+    "replicated_latency_ratios",
+    "replicated_quantile_ratio",
     "replicated_speedup",
 ]

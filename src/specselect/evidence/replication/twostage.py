@@ -23,7 +23,9 @@ sum(L - 1) df), which holds its level with 2 launches per side where percentiles
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
 from statistics import NormalDist
 from typing import Literal
 
@@ -45,12 +47,16 @@ from specselect.evidence.stats import (
 
 __all__ = [
     "REPLICATION_SCHEMA_VERSION",
+    "Design",
     "LaunchVarianceSource",
+    "LogStatistic",
     "ReplicatedEstimate",
     "ReplicationPolicy",
     "VarianceComponents",
     "one_launch_per_side",
     "replicated_speedup",
+    "two_stage_bounds",
+    "two_stage_components",
 ]
 
 REPLICATION_SCHEMA_VERSION = 1
@@ -223,16 +229,29 @@ def _base_fields(cells: CellTable, policy: BootstrapPolicy, replication: Replica
 _Draws = tuple[FloatArray, FloatArray, FloatArray]
 """Per replicate: baseline launch weights, candidate launch weights, item weights (shared by both sides)."""
 
+LogStatistic = Callable[[FloatArray, FloatArray, FloatArray], FloatArray]
+"""log(statistic) per replicate from (baseline launch weights, candidate launch weights, item weights), each
+(replicates x launches or items): the speedup of `cells` here, a latency quantile ratio in `latency`."""
+
+
+@dataclass(frozen=True)
+class Design:
+    """The crossed design a statistic is bootstrapped over: launches per side and the items they share."""
+
+    launches_baseline: int
+    launches_candidate: int
+    n_items: int
+
 
 def _launch_parts(
-    cells: CellTable, draws: _Draws, replication: ReplicationPolicy
+    stat: LogStatistic, draws: _Draws, replication: ReplicationPolicy
 ) -> tuple[tuple[float, LaunchVarianceSource], tuple[float, LaunchVarianceSource]] | None:
     """(variance, source) of the baseline's and the candidate's launch stage; None when degenerate."""
     base_w, cand_w, item_w = draws
     ones_b, ones_c, ones_i = np.ones_like(base_w), np.ones_like(cand_w), np.ones_like(item_w)
     lb, lc = base_w.shape[1], cand_w.shape[1]
-    v_b = _var(_log_speedup(cells, base_w, ones_c, ones_i)) if lb >= 2 else 0.0
-    v_c = _var(_log_speedup(cells, ones_b, cand_w, ones_i)) if lc >= 2 else 0.0
+    v_b = _var(stat(base_w, ones_c, ones_i)) if lb >= 2 else 0.0
+    v_c = _var(stat(ones_b, cand_w, ones_i)) if lc >= 2 else 0.0
     if v_b is None or v_c is None:
         return None
     src_b: LaunchVarianceSource = "resampled" if lb >= 2 else "not_included"
@@ -246,16 +265,16 @@ def _launch_parts(
     return (v_b, src_b), (v_c, src_c)
 
 
-def _components(
-    cells: CellTable, rng: np.random.Generator, n: int, replication: ReplicationPolicy
+def two_stage_components(
+    stat: LogStatistic, design: Design, rng: np.random.Generator, n: int, replication: ReplicationPolicy
 ) -> tuple[VarianceComponents, FloatArray] | None:
-    """Variance components and the two-stage log replicates; None when the bootstrap is degenerate."""
-    lb, lc, n_items = len(cells.baseline.launches), len(cells.candidate.launches), len(cells.items)
+    """Variance components and the two-stage log replicates of `stat`; None when the bootstrap is degenerate."""
+    lb, lc, n_items = design.launches_baseline, design.launches_candidate, design.n_items
     item_w = rng.multinomial(n_items, np.full(n_items, 1.0 / n_items), size=n).astype(np.float64)
     draws = (_rao_wu(rng, lb, n), _rao_wu(rng, lc, n), item_w)
-    replicates = _log_speedup(cells, *draws)
-    items = _var(_log_speedup(cells, np.ones_like(draws[0]), np.ones_like(draws[1]), item_w))
-    launch = _launch_parts(cells, draws, replication)
+    replicates = stat(*draws)
+    items = _var(stat(np.ones_like(draws[0]), np.ones_like(draws[1]), item_w))
+    launch = _launch_parts(stat, draws, replication)
     if items is None or launch is None:
         return None
     (v_b, src_b), (v_c, src_c) = launch
@@ -280,13 +299,21 @@ def _components(
     return components, replicates
 
 
+def _components(
+    cells: CellTable, rng: np.random.Generator, n: int, replication: ReplicationPolicy
+) -> tuple[VarianceComponents, FloatArray] | None:
+    design = Design(len(cells.baseline.launches), len(cells.candidate.launches), len(cells.items))
+    return two_stage_components(partial(_log_speedup, cells), design, rng, n, replication)
+
+
 _MAX_LOG = 700.0
 """exp() of more than this overflows a float."""
 
 
-def _bounds(
+def two_stage_bounds(
     point: float, components: VarianceComponents, replicates: FloatArray, policy: BootstrapPolicy, how: str
 ) -> tuple[float, float] | None:
+    """The interval around `point`: t on the summed components (`how="t"`) or the replicates' percentiles."""
     if how == "t":
         se = math.sqrt(components.items + components.launch_baseline + components.launch_candidate)
         reach = _quantile(policy.level, components.df_effective) * se
@@ -325,7 +352,7 @@ def _two_stage(cells: CellTable, policy: BootstrapPolicy, replication: Replicati
         return out.model_copy(update={"reason": "too_few_clusters"})
     rng = np.random.default_rng(policy.seed)
     drawn = _components(cells, rng, policy.n_resamples, replication)
-    bounds = None if drawn is None else _bounds(point, drawn[0], drawn[1], policy, replication.interval)
+    bounds = None if drawn is None else two_stage_bounds(point, drawn[0], drawn[1], policy, replication.interval)
     if drawn is None or bounds is None:
         return out.model_copy(update={"reason": "degenerate_bootstrap"})
     components = drawn[0]
