@@ -266,7 +266,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     targets = tabulate(report, data, runs)
     if args.write_results:
         configuration = (
-            f"**Plan:** {plan_line(data[0])}",
+            plan_line(data[0]),
             f"**Results:** `{runs[0].root}` and `{runs[1].root}`"
             + ("" if not args.analyse else " (tabulated with `--analyse`: the runs were created "
                f"{data[0].manifest.created_at} and {data[1].manifest.created_at}; their times are the manifests' "

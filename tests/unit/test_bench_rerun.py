@@ -109,6 +109,7 @@ def test_analyse_writes_section_6_and_its_record(
     out = results_md.read_text()
     assert common.section_names(out) == ["bench_cpu_draft", "bench_rerun"]
     assert f"## 6. {bench.TITLE}\n" in out and "(tabulated with `--analyse`: the runs were created " in out
+    assert out.count("**Plan:**") == 1 and "- **Plan:** `" in out
     saved = common.load_record(common.record_path(results_md, "bench_rerun"))
     # build_run's evidence has no replicated speedup: nothing is comparable, so the interval target is not met.
     assert [(t.result, t.met) for t in saved.targets][:2] == [
