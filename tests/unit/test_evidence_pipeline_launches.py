@@ -265,3 +265,18 @@ def test_a_machine_that_sped_up_between_launches_would_accept_identical_servers(
     (aa,) = drifting.noise_floors
     assert aa.floor.verdict == "fail"
     assert aa.as_candidate is not None and aa.as_candidate.decision.value == "accept"
+
+
+def test_a_third_launch_has_no_aa_partner_so_the_floor_is_the_first_two_launches() -> None:
+    # A sequential round's extra baseline launch (here 40 % slower) stands at the run's end, beside no other:
+    # the floor and the A/A-as-candidate pair are those of the first two launches, not a one-degree-of-freedom
+    # interval of launches 1 + 3 against 2.
+    three = evidence([1.0, 0.9, 0.6], [0.8, 0.8, 0.8]).noise_floors[0]
+    two = evidence([1.0, 0.9], [0.8, 0.8]).noise_floors[0]
+    assert three.floor.speedup.launches_baseline == (0,) and three.floor.speedup.launches_candidate == (1,)
+    assert three.floor.speedup.point == pytest.approx(two.floor.speedup.point)
+    assert (three.floor.band_low, three.floor.band_high) == pytest.approx((two.floor.band_low, two.floor.band_high))
+    assert three.as_candidate is not None and two.as_candidate is not None
+    assert three.as_candidate.reason == two.as_candidate.reason
+    # The parity floor still reads every launch: all three gave the same outputs.
+    assert three.floor.parity is not None and three.floor.parity.verdict.value == "pass"

@@ -16,7 +16,7 @@ from specselect.core.decision import DecisionResult, SpeedupInterval, Thresholds
 from specselect.core.pairing import SideMetrics, build_pair_evidence
 from specselect.evidence.parity import ParityVerdict
 from specselect.evidence.pipeline.inputs import MeasuredGroup
-from specselect.evidence.pipeline.launches import SideLaunches
+from specselect.evidence.pipeline.launches import SideLaunches, aa_halves
 from specselect.evidence.pipeline.sides import SideFigures, side_metrics
 from specselect.evidence.replication import AANoiseFloor, replicated_latency_ratios
 
@@ -46,8 +46,8 @@ def aa_as_candidate(
 ) -> DecisionResult | None:
     """The decision the plan's rule gives the A/A pair of `side` (the baseline's runs of one scenario), by
     AA_AS_CANDIDATE_RULE."""
-    even = set(side.launches[0::2])
-    first, second = _half(side, even), _half(side, set(side.launches) - even)
+    first_half, second_half = aa_halves(side.launches)
+    first, second = _half(side, first_half), _half(side, second_half)
     if not first.runs or not second.runs:
         return None
     agreement = floor.parity.verdict if floor.parity is not None else None
