@@ -7,9 +7,16 @@ from pathlib import Path
 
 from test_report_sample import Cand, build_run
 
+from specselect.artifacts.results import GroupLaunch
 from specselect.core.gates import AdmissionResult
 from specselect.core.status import RunStatus
-from specselect.report.console import DECISION_COLUMNS, REPORT_DECISION_COLUMNS, decision_rows, report_decision_rows
+from specselect.report.console import (
+    DECISION_COLUMNS,
+    REPORT_DECISION_COLUMNS,
+    decision_rows,
+    groups_table,
+    report_decision_rows,
+)
 from specselect.report.data import load_report_data
 from specselect.report.plots import build_plots, group_colours, proposal_length_of
 from specselect.report.tables import (
@@ -106,3 +113,15 @@ def test_baseline_name_with_one_or_several_tracks(tmp_path: Path) -> None:
     two = replace(data, manifest=data.manifest.model_copy(update={"groups": (*data.manifest.groups, extra)}))
     assert two.baseline_name == "the target-only baseline of its track"
     assert group_colours(two)["g0_target_only_big"] != group_colours(two)["g0_target_only"]
+
+
+def test_the_console_counts_the_launch_a_sequential_round_added(tmp_path: Path) -> None:
+    # Two launches planned, a third added by `[run] max_launches`: 3 of 3 started launches completed, not "3/2".
+    g = load_report_data(build_run(tmp_path / "run").root).group("g1_ngram")
+    assert g is not None
+    later = tuple(
+        GroupLaunch(index=j, run_status=RunStatus.COMPLETED, reason="measured", launch=g.launch, scenarios=g.scenarios)
+        for j in (1, 2)
+    )
+    table = groups_table([g.model_copy(update={"relaunches": later, "launches_planned": 2})])
+    assert list(table.columns[3].cells) == ["3/3"]

@@ -155,9 +155,9 @@ def groups_table(groups: Sequence[GroupResult]) -> Table:
         table.add_column(col, overflow="fold")
     for g in groups:
         lives = [g, *g.relaunches] if g.launch is not None else []
-        launched = (
-            f"{sum(1 for x in lives if x.run_status.value == 'completed')}/{g.launches_planned}" if lives else "-"
-        )
+        # Of the launches planned, or started where the sequential rule added a round.
+        planned = max(g.launches_planned, len(lives))
+        launched = f"{sum(1 for x in lives if x.run_status.value == 'completed')}/{planned}" if lives else "-"
         startups = [f"{x.launch.startup_s:.1f}" for x in lives if x.launch and x.launch.startup_s is not None]
         startup = f"{', '.join(startups)} s" if startups else "-"
         done = sum(1 for s in g.all_scenario_runs() if s.status == "completed")

@@ -232,6 +232,7 @@ class Handoff(ResultsDocument):
     """The validated plan (as the manifest records it), so `specselect check` can measure again from this file."""
     plan_source: str | None = None
     launches: int = 1
-    """Server launches per group the evidence pools (`[run] launches`)."""
+    """Server launches per group the plan asks for (`[run] launches`); where `[run] max_launches` is set, the
+    sequential rule may have added rounds for some candidates and their baseline (evidence.json `sequential`)."""
     noise_floors: tuple[HandoffNoiseFloor, ...] = ()
     """Baselines measured in two or more launches: the A/A noise floor per scenario (evidence.json)."""
