@@ -237,6 +237,16 @@ CASES: list[tuple[dict[str, Any], str]] = [
         "run.max_launches: max_launches 2 is below launches 3 (fix: set max_launches to at least 3, or remove it)",
     ),
     (
+        {"run": {"launches": 2, "sequential_budget_s": 600.0}},
+        "run.sequential_budget_s: sequential_budget_s limits the rounds max_launches adds, and max_launches is not "
+        "set (fix: set max_launches, e.g. max_launches = 3, or remove sequential_budget_s)",
+    ),
+    (
+        {"run": {"launches": 2, "max_launches": 3, "sequential_budget_s": 0.0}},
+        "run.sequential_budget_s: must be > 0 (got 0.0) (fix: give the run's time budget in seconds, e.g. "
+        "sequential_budget_s = 600)",
+    ),
+    (
         {"run": {"warmup_requests": -1}},
         "run.warmup_requests: must be >= 0 (got -1) (fix: use 0 to 100000 warm-up requests, e.g. warmup_requests = 1)",
     ),

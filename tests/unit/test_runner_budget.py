@@ -1,15 +1,16 @@
-"""The sweep budget stated after the baseline's first launch counts every launch still to run."""
+"""The sweep budget stated after the baseline's first launch counts every launch still to run; a sequential round
+starts only when the launches that ran say it fits the plan's time budget."""
 
 from __future__ import annotations
 
 from test_evidence_pipeline_tracks import records, scenario_run
 
 from specselect.admission import Admissions
-from specselect.artifacts.results import GroupResult, LaunchRecord
+from specselect.artifacts.results import GroupLaunch, GroupResult, LaunchRecord
 from specselect.core.gates import AdmissionResult
 from specselect.core.status import RunStatus
 from specselect.plan import load_plan
-from specselect.runner.budget import remaining_budget
+from specselect.runner.budget import remaining_budget, round_seconds, round_that_does_not_fit
 from specselect.workloads.loader import load_workload
 
 
@@ -53,3 +54,45 @@ def test_every_candidate_launch_and_the_baselines_second_launch_are_in_the_budge
     assert budget.servers == 2 * candidates + 1
     assert len(budget.per_scenario) == (2 * candidates + 1) * len(plan.run.concurrency)
     assert budget.startup_s == 30.0
+
+
+def _timed(name: str, *spans: tuple[str, str]) -> GroupResult:
+    """A group whose launches ran from start to end, each span `(started_at, finished_at)`."""
+    first, *later = spans
+    relaunches = tuple(
+        GroupLaunch(index=j, run_status=RunStatus.COMPLETED, reason="measured", started_at=a, finished_at=b)
+        for j, (a, b) in enumerate(later, start=1)
+    )
+    times = {"started_at": first[0], "finished_at": first[1], "relaunches": relaunches}
+    return _baseline().model_copy(update={"group": name, **times})
+
+
+def test_a_round_is_expected_to_take_each_groups_longest_launch() -> None:
+    base = _timed(
+        "g0_target_only",
+        ("2026-12-03T07:00:00+00:00", "2026-12-03T07:01:10+00:00"),
+        ("2026-12-03T07:04:00+00:00", "2026-12-03T07:05:00+00:00"),
+    )
+    ngram = _timed(
+        "g1_ngram",
+        ("2026-12-03T07:01:10+00:00", "2026-12-03T07:02:00+00:00"),
+        ("2026-12-03T07:03:00+00:00", "2026-12-03T07:04:00+00:00"),
+    )
+    assert round_seconds([base, ngram]) == 70.0 + 60.0
+
+
+def test_a_round_that_fits_runs_and_one_that_does_not_is_left_out_with_the_figures() -> None:
+    base = _timed("g0_target_only", ("2026-12-03T07:00:00+00:00", "2026-12-03T07:01:40+00:00"))
+    assert round_that_does_not_fit(None, 10_000.0, [base], launch=2) is None  # no budget: the rule alone decides
+    assert round_that_does_not_fit(600.0, 500.0, [base], launch=2) is None  # 500 + 100 fits exactly
+    assert round_that_does_not_fit(600.0, 501.0, [base], launch=2) == (
+        "launch 3 left out: 501 s spent and ~100 s expected for g0_target_only exceed sequential_budget_s = 600"
+    )
+
+
+def test_a_round_with_no_timed_launch_to_go_by_is_left_out() -> None:
+    untimed = _baseline()  # no start and end times recorded
+    assert round_seconds([untimed]) is None
+    assert round_that_does_not_fit(600.0, 0.0, [untimed], launch=2) == (
+        "launch 3 left out: no timed launch of g0_target_only to go by"
+    )

@@ -126,6 +126,16 @@ def test_the_plan_measured_now_holds_only_the_candidate_and_its_checked_scenario
     assert reduced_plan(load_plan("builtin:cpu-sweep"), recorded, repeats=1, launches=1).plan.run.launches == 1
 
 
+def test_a_plan_with_a_sequential_time_budget_is_checked_without_the_sequential_rule(tmp_path: Path) -> None:
+    # builtin:cpu-smoke sets both; the budget means nothing without max_launches and would be refused.
+    recorded = load_recorded(_handoff(tmp_path, _scenario(1, K3, _candidate(K3, "accept", 2.0))), None)
+    loaded = load_plan("builtin:cpu-sweep")
+    run = loaded.plan.run.model_copy(update={"max_launches": 3, "sequential_budget_s": 540.0})
+    sequential = loaded.model_copy(update={"plan": loaded.plan.model_copy(update={"run": run})})
+    plan = reduced_plan(sequential, recorded, repeats=1).plan
+    assert (plan.run.max_launches, plan.run.sequential_budget_s) == (None, None)
+
+
 def test_the_cost_is_stated_from_the_recorded_timings(tmp_path: Path) -> None:
     run = _handoff(tmp_path, _scenario(1, K3, _candidate(K3, "accept", 2.0)))
     cost = check_cost(load_recorded(run, None), {"repetition": 8}, repeats=1, warmup=1)

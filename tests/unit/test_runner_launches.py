@@ -195,3 +195,33 @@ def test_a_schedule_candidates_second_launch_runs_the_schedule_its_first_launch_
     assert derivations == ["derived"] and group.derived_schedule == derived
     commands = [life.launch.command for life in lives if life.launch is not None]
     assert len(commands) == 2 and all("1002" in command for command in commands), commands
+
+
+class Lines(Stages):
+    """Also remembers every info line."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[str] = []
+
+    def info(self, text: str) -> None:
+        self.lines.append(text)
+
+
+def test_a_sequential_round_that_would_overrun_the_time_budget_is_left_out_and_recorded(
+    tmp_path: Path, one_gpu: None
+) -> None:
+    opts = _options(tmp_path)
+    extra = "launches = 2\nmax_launches = 3\nsequential_budget_s = 1.0\n"
+    Path(opts.plan_ref).write_text(Path(opts.plan_ref).read_text().replace("launches = 2\n", extra))
+    progress = Lines()
+    out = run_plan(opts, progress)
+
+    assert all(len(g.relaunches) == 1 for g in out.groups)  # no third launch
+    assert out.manifest is not None and out.manifest.sequential_stop is not None
+    assert out.manifest.sequential_stop.startswith("launch 3 left out: ")
+    assert out.manifest.sequential_stop.endswith("exceed sequential_budget_s = 1")
+    assert f"sequential: {out.manifest.sequential_stop}" in progress.lines
+    # The pairs it would have continued stay open in the evidence's record of the rule.
+    assert out.evidence is not None and out.evidence.sequential is not None
+    assert out.evidence.sequential.n_continuing >= 1

@@ -319,6 +319,8 @@ class Manifest(ResultsDocument):
     """Relative path -> sha256 of every result file written so far (verified by `specselect verify`)."""
     budget: DurationEstimate | None = None
     """A sweep's expected duration for the groups after the baseline, stated before they ran."""
+    sequential_stop: str | None = None
+    """Why the sequential rule's next round was left out while pairs were still open (`[run] sequential_budget_s`)."""
 
 
 class EvidenceFile(ResultsDocument):

@@ -146,6 +146,7 @@ _CONSTRAINT_FIXES: Mapping[str, str] = MappingProxyType(
         "run.repeats": "use 1 to 1000 repeats, e.g. repeats = 3",
         "run.launches": "use 1 to 20 server launches per group, e.g. launches = 2",
         "run.max_launches": "use 2 to 20 launches at the most, e.g. max_launches = 4",
+        "run.sequential_budget_s": "give the run's time budget in seconds, e.g. sequential_budget_s = 600",
         "run.warmup_requests": "use 0 to 100000 warm-up requests, e.g. warmup_requests = 1",
         "engine.port": "use a port from 1 to 65535, or 0 to pick a free one",
         "engine.api_key_env": 'name the environment variable that holds the key, e.g. api_key_env = "OPENAI_API_KEY"',

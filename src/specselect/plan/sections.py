@@ -245,6 +245,12 @@ class RunConfig(PlanSection):
         "straddles a threshold its decision uses gets another launch (with its baseline) until every pair is "
         "settled or this many launches ran; intervals are then computed at the Bonferroni level over the looks",
     )
+    sequential_budget_s: Seconds | None = Field(
+        default=None,
+        description="with max_launches: a sequential round starts only while the run's time so far plus the "
+        "round's expected duration (each of its groups' longest launch so far, start-up included) stays within "
+        "this many seconds; a round left out is recorded in the manifest (sequential_stop)",
+    )
     request_timeout_s: Seconds = 300.0
     scenario_timeout_s: Seconds = 3600.0
     prefix_cache: Literal["fresh_server", "disabled", "salt"] = "fresh_server"
@@ -269,7 +275,9 @@ class RunConfig(PlanSection):
 
     @model_serializer(mode="wrap")
     def _omit_new_defaults(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        return _omit_at_default(handler(self), {"early_stop": True, "launches": 1, "max_launches": None})
+        return _omit_at_default(
+            handler(self), {"early_stop": True, "launches": 1, "max_launches": None, "sequential_budget_s": None}
+        )
 
     @field_validator("concurrency")
     @classmethod
@@ -308,6 +316,12 @@ class RunConfig(PlanSection):
                 f"max_launches {self.max_launches} is below launches {self.launches}",
                 f"set max_launches to at least {self.launches}, or remove it",
                 field="max_launches",
+            )
+        if self.sequential_budget_s is not None and self.max_launches is None:
+            raise rule_error(
+                "sequential_budget_s limits the rounds max_launches adds, and max_launches is not set",
+                "set max_launches, e.g. max_launches = 3, or remove sequential_budget_s",
+                field="sequential_budget_s",
             )
         if self.scenario_timeout_s < self.request_timeout_s:
             raise rule_error(

@@ -1,8 +1,10 @@
-"""A sweep's time budget, stated before its candidates run: from the baseline's measured start-up and decode rate."""
+"""Time budgets: a sweep's, stated before its candidates run (from the baseline's measured start-up and decode rate),
+and whether one more sequential round fits the plan's `sequential_budget_s` (from the launches that ran)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import datetime as dt
+from collections.abc import Mapping, Sequence
 
 from specselect.admission import Admissions
 from specselect.artifacts.results import GroupResult
@@ -11,7 +13,7 @@ from specselect.evidence.sweeps import DurationEstimate, ScenarioLoad, estimate_
 from specselect.plan import LoadedPlan
 from specselect.workloads.model import Workload
 
-__all__ = ["is_sweep", "remaining_budget"]
+__all__ = ["is_sweep", "remaining_budget", "round_seconds", "round_that_does_not_fit"]
 
 
 def is_sweep(loaded: LoadedPlan) -> bool:
@@ -79,4 +81,41 @@ def remaining_budget(
         startup_s=startup if launches_servers else 0.0,
         scenarios=scenarios,
         tokens_per_s=rate,
+    )
+
+
+def _seconds(started_at: str | None, finished_at: str | None) -> float | None:
+    if started_at is None or finished_at is None:
+        return None
+    return (dt.datetime.fromisoformat(finished_at) - dt.datetime.fromisoformat(started_at)).total_seconds()
+
+
+def round_seconds(groups: Sequence[GroupResult]) -> float | None:
+    """The expected duration of one more launch of each group: the sum of each one's longest launch so far (server
+    start-up, measurement and stop); None when a group has no timed launch to go by."""
+    total = 0.0
+    for group in groups:
+        lives = [(life.started_at, life.finished_at) for life in (group, *group.relaunches)]
+        longest = max((s for s in (_seconds(*life) for life in lives) if s is not None), default=None)
+        if longest is None:
+            return None
+        total += longest
+    return total
+
+
+def round_that_does_not_fit(
+    budget_s: float | None, elapsed_s: float, groups: Sequence[GroupResult], *, launch: int
+) -> str | None:
+    """Why sequential launch `launch` (0-based) is left out under the plan's `sequential_budget_s`, or None when it
+    fits (or no budget is set). A round with nothing to go by is left out: its cost is unknown."""
+    if budget_s is None:
+        return None
+    projected = round_seconds(groups)
+    if projected is None:
+        return f"launch {launch + 1} left out: no timed launch of {', '.join(g.group for g in groups)} to go by"
+    if elapsed_s + projected <= budget_s:
+        return None
+    return (
+        f"launch {launch + 1} left out: {elapsed_s:.0f} s spent and ~{projected:.0f} s expected for "
+        f"{', '.join(g.group for g in groups)} exceed sequential_budget_s = {budget_s:.0f}"
     )

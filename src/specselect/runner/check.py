@@ -183,6 +183,7 @@ def reduced_plan(loaded: LoadedPlan, recorded: Recorded, repeats: int, launches:
             "repeats": repeats,
             "launches": launches or plan.run.launches,
             "max_launches": None,
+            "sequential_budget_s": None,
             "parity_pass": "off",
             "early_stop": False,
         },

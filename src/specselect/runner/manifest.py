@@ -60,6 +60,7 @@ class ManifestWriter:
     files: dict[str, str] = field(default_factory=dict)
     """Relative path -> sha256 of every file written (kept files of a resumed run included)."""
     budget: DurationEstimate | None = None
+    sequential_stop: str | None = None
 
     def write(self, path: Path, doc: BaseModel) -> None:
         """Write one result document and remember its hash (the manifest cannot hold its own)."""
@@ -87,6 +88,7 @@ class ManifestWriter:
             target_snapshot=snapshot,
             groups=tuple(_entry(self.layout, self.loaded, c, groups.get(c.name), self.files) for c in plan.groups),
             budget=self.budget,
+            sequential_stop=self.sequential_stop,
             files=dict(sorted(self.files.items())),
         )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from specselect.errors import ConfigError, InterruptedRun, UsageError
 from specselect.evidence.pipeline import InMemoryRecords
 from specselect.evidence.pipeline.sequential import continuing_candidates, evidence_plan
 from specselect.plan import BASELINE_GROUP, Candidate, LoadedPlan, load_plan
-from specselect.runner.budget import is_sweep, remaining_budget
+from specselect.runner.budget import is_sweep, remaining_budget, round_that_does_not_fit
 from specselect.runner.conclusion import (
     conclude,
     evidence_settings,
@@ -100,6 +101,8 @@ class _Run:
         self.layout = RunLayout(Path(opts.results_dir) / self.label)
         self.engine: Engine = create_engine(self.loaded.plan.engine)
         self.budget_stated = False
+        self.t0 = time.monotonic()
+        """When this invocation started: the clock of `[run] sequential_budget_s`."""
 
     def preflight_and_admission(self, *, label_existed: bool) -> tuple[Preflight, Admissions]:
         pre = run_preflight(
@@ -221,6 +224,14 @@ class _Run:
             self.progress.info(f"sequential: unsettled after {index} launches: {', '.join(names)}")
             chosen = {*names, *(plan.track_of(name).name for name in names)}
             order = [c for c in plan.groups if c.name in chosen]
+            elapsed = time.monotonic() - self.t0
+            why = round_that_does_not_fit(
+                plan.run.sequential_budget_s, elapsed, [groups[c.name] for c in order], launch=index
+            )
+            if why is not None:
+                self.progress.info(f"sequential: {why}")
+                writer.sequential_stop = why
+                return
             for cand in reversed(order) if index % 2 else order:
                 self.relaunch(writer, pre, adm, run, groups, cand, 1 + len(groups[cand.name].relaunches))
 
