@@ -367,3 +367,17 @@ def test_sample_run_is_a_valid_results_directory(tmp_path: Path) -> None:
     assert decisions[("g3_eagle3", "copy-c1")] == "not_evaluated"
     assert decisions[("g9_broken", "copy-c2")] == "not_evaluated"
     assert len(data.latencies[("g1_ngram", "copy-c2")].ttft_ms) == 6
+
+
+def test_a_sequential_round_left_out_for_time_is_a_note_of_the_report(tmp_path: Path) -> None:
+    from specselect.report.data import load_report_data
+    from specselect.report.markdown import render_markdown
+
+    layout = build_run(tmp_path / "sample")
+    manifest = json.loads(layout.manifest.read_text())
+    why = "launch 3 left out: 501 s spent and ~100 s expected for g0_target_only exceed sequential_budget_s = 600"
+    layout.manifest.write_text(json.dumps({**manifest, "sequential_stop": why}))
+    data = load_report_data(layout.root)
+    note = f"sequential rule: {why}; the pairs it would have continued are decided on the launches that ran"
+    assert data.notes == (note,)
+    assert note in render_markdown(data)

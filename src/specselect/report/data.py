@@ -164,6 +164,11 @@ def load_report_data(results_dir: Path) -> ReportData:
             f"the run is {manifest.status}: no evidence or decisions yet "
             f"(finish it with `specselect run {manifest.plan_source} --label {manifest.label} --resume`)"
         )
+    if manifest.sequential_stop is not None:
+        notes.append(
+            f"sequential rule: {manifest.sequential_stop}; the pairs it would have continued are decided on the "
+            "launches that ran"
+        )
     return ReportData(
         root=root,
         manifest=manifest,
