@@ -195,6 +195,7 @@ def test_before_measured_runs_once_after_warmup_and_before_any_measured_request(
 
 
 def test_open_loop_follows_the_arrival_process_and_respects_the_cap(stub: StubServer) -> None:
+    # How late each request leaves against its schedule is a wall-clock bound: test_measure_timing.py judges it.
     items = [_item(i) for i in range(40)]
     load = LoadShape(kind="open", request_rate=100.0)
     result = _run(_endpoint(stub), items, load=load, seed=5)
@@ -202,7 +203,7 @@ def test_open_loop_follows_the_arrival_process_and_respects_the_cap(stub: StubSe
     assert all(r.ok for r in measured)
     scheduled = np.array([r.scheduled_time_s for r in measured], dtype=float)
     sent = np.array([r.send_time_s for r in measured], dtype=float)
-    assert np.median(sent - scheduled) < 0.005  # released on time (uncapped)
+    assert (sent >= scheduled).all()  # never before its arrival time
     assert np.diff(scheduled).mean() == pytest.approx(1 / 100.0, rel=0.5)  # 39 gaps of an exponential
 
     slow = [_item(i, {"ttft_s": 0.05}) for i in range(6)]

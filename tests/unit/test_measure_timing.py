@@ -1,4 +1,5 @@
-"""Measured latencies match the stub's PROGRAMMED ones (the stub runs in its own process).
+"""Measured latencies match the stub's PROGRAMMED ones (the stub runs in its own process), and an open loop
+sends each request at its scheduled time.
 
 The client can only ever add delay (its own overhead, a busy CPU), never remove it, so one attempt whose
 median errors are within the bound shows the client measures honestly. The assertion is on per-request errors
@@ -25,6 +26,7 @@ from tests.stubs.openai_stub import StubBehavior, StubServer, programmed
 
 from specselect.measure import (
     Endpoint,
+    LoadShape,
     RequestRecord,
     ScenarioResult,
     ScenarioSpec,
@@ -166,3 +168,16 @@ def test_client_timestamps_agree_with_the_stub_clock_at_concurrency_32(stub: Stu
         return {"receive_ms_p50": float(np.median(receive)), "send_ms_p50": float(np.median(send))}
 
     _judge_quiet_attempts(stub, attempt, "client lag at concurrency 32")
+
+
+def test_an_open_loop_releases_each_request_at_its_scheduled_time(stub: StubServer) -> None:
+    items, _ = _workload(40)
+    endpoint = Endpoint(base_url=stub.base_url, model="stub-model")
+
+    def attempt() -> dict[str, float]:
+        spec = ScenarioSpec(scenario="t", load=LoadShape(kind="open", request_rate=100.0), seed=5)
+        result = asyncio.run(run_load(endpoint, items, spec))
+        late = [(r.send_time_s or 0.0) - (r.scheduled_time_s or 0.0) for r in result.measured()]
+        return {"release_ms": 1000.0 * float(np.median(late))}
+
+    _judge_quiet_attempts(stub, attempt, "open loop at 100 requests/s", bounds={"release_ms": 5.0})

@@ -125,7 +125,7 @@ def test_probe_on_a_fake_installation(tmp_path: Path, monkeypatch: pytest.Monkey
     assert caps.device_kind == "cpu"
     assert caps.devices[0].memory_mb - HOST_RESERVE_MB == caps.memory_budget_mb
     assert caps.from_cache is False
-    assert caps.probed_in_s < 2.0
+    assert caps.probed_in_s > 0  # recorded; how long it may take is no unit-tier question (no wall-clock bounds)
     assert caps.speculative_config_keys == (
         "method",
         "other",
