@@ -151,20 +151,40 @@ def _levels(levels: tuple[int, ...]) -> str:
     return str(levels[0]) if len(levels) == 1 else f"{levels[0]}-{levels[-1]}"
 
 
-def _sentence(best: HandoffMixOption | None) -> str:
+def _fmt(est: MixEstimate) -> str:
+    level = f"{est.level * 100:.4g}%"
+    return f"{est.point:.2f}x [{est.low:.2f}, {est.high:.2f}] ({level})"
+
+
+def _keep(options: Sequence[HandoffMixOption]) -> str:
+    """Why the baseline stays, in words that agree with every number the options show."""
+    top = options[0] if options else None
+    if top is not None and top.on_segments is not None:
+        return (
+            f"keep the target-only baseline: the best candidate, {top.candidate}, enabled only where it was "
+            f"accepted, gives the mix {_fmt(top.on_segments)}, not surely above 1.0"
+        )
+    everywhere = next((o for o in options if o.everywhere is not None), None)
+    if everywhere is not None and everywhere.everywhere is not None:
+        return (
+            f"keep the target-only baseline: no candidate was accepted in any scenario of the mix; "
+            f"{everywhere.candidate} enabled everywhere would give {_fmt(everywhere.everywhere)}, "
+            "but each scenario's own decision is not an accept"
+        )
+    return "keep the target-only baseline: no candidate has comparable evidence in the mix"
+
+
+def _sentence(best: HandoffMixOption | None, options: Sequence[HandoffMixOption]) -> str:
     if best is None or best.on_segments is None:
-        return "keep the target-only baseline: no candidate's mix speedup is surely above 1.0"
-    est = best.on_segments
-    where = "; ".join(
+        return _keep(options)
+    on = [
         f"{s.workload} ({s.share:.0%} of requests) at concurrency {_levels(s.levels)}"
-        if s.enabled
-        else f"not on {s.workload} ({s.share:.0%})"
         for s in best.segments
-    )
-    return (
-        f"use {best.candidate} ({best.family}) on {where}: expected speedup of the mix "
-        f"{est.point:.2f}x [{est.low:.2f}, {est.high:.2f}] ({est.level:.0%})"
-    )
+        if s.enabled
+    ]
+    off = [f"{s.workload} ({s.share:.0%})" for s in best.segments if not s.enabled]
+    where = "; ".join(on) + (f", and the target-only baseline on {'; '.join(off)}" if off else "")
+    return f"use {best.candidate} ({best.family}) on {where}: expected speedup of the mix {_fmt(best.on_segments)}"
 
 
 def mix_advice(
@@ -196,7 +216,7 @@ def mix_advice(
         concurrency=inputs.traffic.profile(inputs.levels),
         options=tuple(options),
         recommended=best.candidate if best is not None else None,
-        recommendation=_sentence(best),
+        recommendation=_sentence(best, options),
         serve=flags,
         serve_note=note,
         rule=MIX_ADVICE_RULE + MIX_RULE,
