@@ -363,6 +363,8 @@ SECTIONS = (
     "bench_engine_startup_decode",
     "bench_cpu_draft",
     "bench_rerun",
+    "bench_decision_calibration",
+    "bench_host_load",
 )
 """RESULTS.md's sections in document order, each named by the script that writes it: run_all.py's header and
 targets table, then one numbered section per benchmark (its number is its place here)."""

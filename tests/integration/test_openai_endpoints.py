@@ -54,6 +54,7 @@ max_tokens = 32
 concurrency = [1]
 warmup_requests = 1
 repeats = {repeats}
+rounds = 1
 parity_pass = "{parity}"
 
 [workloads]

@@ -4,9 +4,8 @@ candidate and is compared with the static lengths and speculation off; the sweep
 length, the hand-off advice (one answer for the plan's traffic mix) and the report's speedup-vs-length and
 speedup-vs-concurrency plots are all there.
 
-Left out here, each costing minutes of CI on a 2-core machine (a server start is ~50 s): the built-in's second
-launch per group (the runner's mirrored rounds: the default run's e2e test measures them on real vLLM and
-tests/unit/test_runner_launches.py pins them, a schedule's relaunch included), the length 3 between 1 and 5, and
+Both rounds run (a crossover pays where a length is accepted, and an accept needs two rounds). Left out here,
+each costing minutes of CI on a 2-core machine (a server start is ~50 s): the length 3 between 1 and 5, and
 the 4-layer draft model (its early stop is pinned by tests/unit/test_runner_sweeps.py against a stand-in server).
 All 8 prompts stay: the prediction's verify cost is fitted to the baseline's TTFT over the prompts' lengths, and a
 sample of 4 left too few lengths for a positive slope (no prediction, tried here on 2026-12-02).
@@ -37,7 +36,6 @@ DRAFT = "g2_draft_model"
 def _trimmed_sweep(path: Path) -> Path:
     text = builtin_plan_text("cpu-sweep")
     edits = {
-        "\nlaunches = 2 ": "\nlaunches = 1 ",
         "num_speculative_tokens = [1, 3, 5]": "num_speculative_tokens = [1, 5]",
         # What is tested is the sweep (lengths, crossover, schedule), not the latency limit: an accept needs the TTFT
         # ratio's interval inside it, and over 8 one-launch requests that reached 1.14-1.25 here (2026-12-02), so
@@ -63,8 +61,8 @@ def test_cpu_sweep_over_length_and_concurrency(tmp_path: Path) -> None:
     assert manifest.status == "complete"
     assert [g.name for g in manifest.groups] == ["g0_target_only", *SUBS, SCHEDULE]
     assert all(g.run_status.value == "completed" for g in manifest.groups)
-    # Stated after the baseline: one server per candidate, the schedule's too.
-    assert manifest.budget is not None and manifest.budget.servers == len(SUBS) + 1
+    # Stated after the baseline: one server per candidate and round, the schedule's too, and the baseline's round 2.
+    assert manifest.budget is not None and manifest.budget.servers == 2 * (len(SUBS) + 1) + 1
 
     evidence = load_document(layout.evidence, EvidenceFile)
     scenarios = {(e.candidate, e.scenario) for e in evidence.entries}

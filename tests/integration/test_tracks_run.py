@@ -46,6 +46,7 @@ max_tokens = 24
 [run]
 warmup_requests = 1
 repeats = 1
+rounds = 1  # the pairing of tracks, not an interval: one server per group
 request_timeout_s = 120.0
 parity_pass = "full"    # the track's baseline reruns its items with logprobs too
 

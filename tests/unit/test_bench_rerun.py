@@ -14,7 +14,7 @@ import pytest
 from test_report_sample import build_run
 
 from specselect.core.status import Decision
-from specselect.evidence.replication import ReplicatedEstimate
+from specselect.evidence.rounds.estimate import RoundEstimate
 from specselect.report.data import ReportData, load_report_data
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
@@ -26,19 +26,20 @@ def bench(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
     return importlib.import_module("bench_rerun")
 
 
-def estimate(point: float, low: float, high: float, rerun: tuple[float, float]) -> ReplicatedEstimate:
-    return ReplicatedEstimate.model_construct(
+def estimate(point: float, low: float, high: float, rerun: tuple[float, float]) -> RoundEstimate:
+    return RoundEstimate.model_construct(
         point=point,
         low=low,
         high=high,
         rerun_low=rerun[0],
         rerun_high=rerun[1],
-        launch_rates_baseline=(8.0, 9.8),
-        launch_rates_candidate=(11.8, 10.7),
+        level=0.95,
+        baseline_values=(8.0, 9.8),
+        candidate_values=(11.8, 10.7),
     )
 
 
-def with_measured(data: ReportData, speedup: ReplicatedEstimate, decision: str, reason: str) -> ReportData:
+def with_measured(data: ReportData, speedup: RoundEstimate, decision: str, reason: str) -> ReportData:
     """`data` whose g1_ngram entry carries this speedup and decision (the refused entries stay as built)."""
     assert data.evidence is not None
     first = data.evidence.entries[0]
@@ -48,9 +49,9 @@ def with_measured(data: ReportData, speedup: ReplicatedEstimate, decision: str, 
     return dataclasses.replace(data, evidence=data.evidence.model_copy(update={"entries": entries}))
 
 
-def two_runs(tmp_path: Path, second: ReplicatedEstimate, decision: str) -> tuple[list[ReportData], list[Any]]:
+def two_runs(tmp_path: Path, second: RoundEstimate, decision: str) -> tuple[list[ReportData], list[Any]]:
     data = [load_report_data(build_run(tmp_path / name).root) for name in ("rerun-a", "rerun-b")]
-    first = with_measured(data[0], estimate(1.28, 0.88, 1.86, (0.75, 2.17)), "tune", "within_noise_floor")
+    first = with_measured(data[0], estimate(1.28, 0.88, 1.86, (0.75, 2.17)), "tune", "insufficient_confidence")
     return [first, with_measured(data[1], second, decision, "x")], []
 
 
@@ -60,10 +61,10 @@ def test_runs_that_agree_meet_both_targets(bench: ModuleType, tmp_path: Path) ->
     report = bench.Report()
     targets = bench.tabulate(report, data, runs)
     text = report.markdown()
-    assert "| g1_ngram  | copy-c1  | tune (within_noise_floor) | tune (x)" in text
-    assert "| yes  | 1.28x [0.88, 1.86] | 1.20x [0.90, 1.60] | yes / yes" in text
-    assert "| g1_ngram  | copy-c1  | rerun-a | 8.0, 9.8          | 11.8, 10.7         |" in text
-    assert "g3_eagle3" not in text.split("### launch rates")[0]  # refused in both: left out
+    assert "| g1_ngram  | copy-c1  | tune (insufficient_confidence) | tune (x)" in text
+    assert "| yes  | 1.28x [0.88, 1.86] 95% | 1.20x [0.90, 1.60] 95% | yes / yes" in text
+    assert "| g1_ngram  | copy-c1  | rerun-a | 8.0, 9.8        | 11.8, 10.7       |" in text
+    assert "g3_eagle3" not in text.split("### rates")[0]  # refused in both: left out
     assert "Run times: rerun-a 389 s, rerun-b 448 s." in text
     assert [(t.result, t.met) for t in targets] == [
         ("3 of 3 the same, 1 of them measured", True),
@@ -80,7 +81,7 @@ def test_a_point_outside_the_other_interval_and_a_changed_decision_miss_the_targ
     runs = [bench.TimedRun(tmp_path / "rerun-a", 389.0), bench.TimedRun(tmp_path / "rerun-b", 612.0)]
     report = bench.Report()
     targets = bench.tabulate(report, data, runs)
-    assert "| NO   | 1.28x [0.88, 1.86] | 0.85x [0.36, 1.97] | yes / NO" in report.markdown()
+    assert "| NO   | 1.28x [0.88, 1.86] 95% | 0.85x [0.36, 1.97] 95% | yes / NO" in report.markdown()
     assert "| yes / yes " in report.markdown()  # the rerun intervals hold both points
     assert [(t.result, t.met) for t in targets] == [
         ("2 of 3 the same (differ: g1_ngram/copy-c1)", False),

@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import importlib
 import json
+import math
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -18,7 +19,7 @@ from test_report_sample import build_run
 from specselect.artifacts.results import GroupLaunch
 from specselect.core.status import RunStatus
 from specselect.engines.base import ReleaseCheck
-from specselect.evidence.replication import ReplicatedEstimate
+from specselect.evidence.rounds.estimate import RoundEstimate
 from specselect.measure import CacheSaltPolicy, Endpoint, SamplingParams, ScenarioSpec, plan_requests
 from specselect.report.data import load_report_data
 from specselect.workloads.loader import load_workload
@@ -201,15 +202,21 @@ def test_selection_cost_reports_the_decisions_from_the_evidence(
     cost = _load("bench_selection_cost")
     data = load_report_data(build_run(tmp_path / "run").root)
     assert data.evidence is not None
-    speedup = ReplicatedEstimate.model_construct(
-        point=1.5, low=1.4, high=1.6, launch_rates_baseline=(10.0, 11.0), launch_rates_candidate=(15.0, 17.6)
+    speedup = RoundEstimate.model_construct(
+        point=1.5, low=1.4, high=1.6, level=0.9625, round_log_ratios=(math.log(1.5), math.log(1.6))
     )
     entries = (data.evidence.entries[0].model_copy(update={"speedup": speedup}), *data.evidence.entries[1:])
     data = dataclasses.replace(data, evidence=data.evidence.model_copy(update={"entries": entries}))
     cost.decisions(bench.Report(), data)
     out = capsys.readouterr().out
-    assert "| g1_ngram  | copy-c1  | 1.50x [1.40, 1.60] | 1.50x, 1.60x |       0.54 | 6/6 pass | accept " in out
-    assert "| g3_eagle3 | copy-c1  | -                  | -            |          - | -        | not_evaluated" in out
+    assert (
+        "| g1_ngram  | copy-c1  | 1.50x [1.40, 1.60] 96.25% | 1.50x, 1.60x |    - |       0.54 | 6/6 pass | accept "
+        in out
+    )
+    assert (
+        "| g3_eagle3 | copy-c1  | -                         | -            |    - |          - | -        | not_evalu"
+        in out
+    )
     assert f"Verdicts: g1_ngram: {data.evidence.verdicts['g1_ngram']}; g3_eagle3: " in out
 
 

@@ -20,7 +20,7 @@ from specselect.core import (
     decide,
     summarize_verdict,
 )
-from specselect.core.decision import NOISE_FLOOR_CHECK, WITHIN_NOISE_FLOOR, NoiseFloor
+from specselect.core.decision import LATENCY_UNSETTLED, NO_INTERVAL, NO_LAUNCH_REPLICATION
 
 DEFAULT = Thresholds()
 
@@ -38,9 +38,10 @@ def comparable(**changes: Any) -> PairEvidence:
     return PairEvidence.model_validate({**fields, **changes})
 
 
-def interval(low: float, high: float, n: int = 20, per_repeat: int | None = None) -> SpeedupInterval:
+def interval(low: float, high: float, *, rounds: bool = True, point: float | None = None) -> SpeedupInterval:
+    """A paired-round interval (launch variation in it), or with `rounds=False` one round's items alone."""
     return SpeedupInterval(
-        low=low, high=high, level=0.95, n_samples=n, samples_per_repeat=per_repeat, method="paired_bootstrap_percentile"
+        low=low, high=high, level=0.95, method="paired_rounds_t", point=point, df=4.0, launch_variance_included=rounds
     )
 
 
@@ -50,6 +51,7 @@ def test_defaults() -> None:
         "max_ttft_regression_ratio": 1.10,
         "max_e2e_p95_regression_ratio": 1.05,
         "max_peak_memory_mb": None,
+        "latency_gate": "not_clearly_worse",
     }
 
 
@@ -155,41 +157,32 @@ def test_confident_accept() -> None:
         "meets_thresholds",
         "confident",
     )
-    assert result.confidence.extra_repeats_estimate is None
+    assert result.detail == "speedup interval low 1.15 >= 1.1 (95.0%)"
 
 
-@pytest.mark.parametrize(
-    ("n", "per_repeat", "extra"),
-    [
-        # point 1.3, low 1.0, threshold 1.1: the lower half-width 0.3 must shrink to 0.2 -> n * 2.25 samples.
-        (20, 10, 3),  # 45 samples needed, 25 more, 10 per repeat
-        (4, None, 5),  # each sample is one repeat: 9 needed
-        (8, 1, 10),  # 18 needed
-    ],
-)
-def test_insufficient_confidence_with_extra_repeats(n: int, per_repeat: int | None, extra: int) -> None:
-    result = decide(comparable(throughput_speedup=1.3), DEFAULT, interval(1.0, 1.6, n, per_repeat))
+def test_an_interval_across_the_minimum_is_insufficient_confidence() -> None:
+    result = decide(comparable(throughput_speedup=1.3), DEFAULT, interval(1.0, 1.6))
     assert (result.decision, result.reason) == (Decision.TUNE, "insufficient_confidence")
     assert result.confidence.status == "insufficient"
-    assert result.confidence.extra_repeats_estimate == extra
     assert all(value in (True, None) for value in result.checks.values())
 
 
-def test_extra_repeats_project_from_the_interval_point_when_given() -> None:
-    own_point = interval(1.0, 1.6, 4).model_copy(update={"point": 1.3})
-    result = decide(comparable(throughput_speedup=1.2), DEFAULT, own_point)
-    assert result.confidence.extra_repeats_estimate == 5
-    below = interval(1.0, 1.6, 4).model_copy(update={"point": 1.05})
-    assert decide(comparable(throughput_speedup=1.2), DEFAULT, below).confidence.extra_repeats_estimate is None
+def test_one_rounds_interval_cannot_accept_however_far_above_the_minimum() -> None:
+    result = decide(comparable(throughput_speedup=2.6), DEFAULT, interval(2.4, 2.8, rounds=False))
+    assert (result.decision, result.reason) == (Decision.TUNE, NO_LAUNCH_REPLICATION)
+    assert result.confidence.status == "insufficient"
+    assert result.detail == "speedup interval low 2.4 >= 1.1 from one round's items alone"
 
 
-def test_extra_repeats_null_when_point_at_threshold_or_unbounded() -> None:
-    at_threshold = decide(comparable(throughput_speedup=1.10), DEFAULT, interval(1.0, 1.2))
-    assert at_threshold.reason == "insufficient_confidence"
-    assert at_threshold.confidence.extra_repeats_estimate is None
-    barely = decide(comparable(throughput_speedup=1.1 + 1e-12), DEFAULT, interval(0.5, 1.7))
-    assert barely.reason == "insufficient_confidence"
-    assert barely.confidence.extra_repeats_estimate is None
+def test_one_rounds_interval_below_the_minimum_still_settles_a_tune() -> None:
+    result = decide(comparable(throughput_speedup=0.8), DEFAULT, interval(0.7, 0.9, rounds=False))
+    assert (result.reason, result.confidence.status) == ("net_slowdown", "confident")
+
+
+def test_an_interval_is_required_when_asked_for() -> None:
+    assert decide(comparable(), DEFAULT).decision is Decision.ACCEPT  # the contract's points alone
+    result = decide(comparable(), DEFAULT, require_interval=True)
+    assert (result.decision, result.reason) == (Decision.TUNE, NO_INTERVAL)
 
 
 def test_net_slowdown() -> None:
@@ -227,20 +220,20 @@ def test_thresholds_refuse_nonsense(fields: dict[str, Any]) -> None:
     [
         {"low": 1.2, "high": 1.1},
         {"level": 1.5},
-        {"n_samples": 0},
+        {"df": 0.0},
         {"low": math.nan},
-        {"samples_per_repeat": 0},
+        {"level": 1.0},
         {"method": ""},
     ],
 )
 def test_interval_refuses_nonsense(fields: dict[str, Any]) -> None:
-    good: dict[str, Any] = {"low": 1.0, "high": 1.2, "level": 0.95, "n_samples": 10, "method": "m"}
+    good: dict[str, Any] = {"low": 1.0, "high": 1.2, "level": 0.95, "method": "m"}
     with pytest.raises(ValidationError):
         SpeedupInterval.model_validate({**good, **fields})
 
 
 def test_result_round_trips_through_json() -> None:
-    result = decide(comparable(), Thresholds(max_peak_memory_mb=7000.0), interval(1.0, 1.6, 20, 10))
+    result = decide(comparable(), Thresholds(max_peak_memory_mb=7000.0), interval(1.0, 1.6))
     assert DecisionResult.model_validate_json(result.model_dump_json()) == result
 
 
@@ -258,115 +251,69 @@ def test_summarize_verdict_is_per_scenario_and_stable() -> None:
     assert summarize_verdict({}) == "no scenarios decided"
 
 
-AA = NoiseFloor(spread_log=math.log(1.15), level=0.95, method="two_stage_bootstrap_t")
-"""An A/A band of +-15%: the baseline showed up to 1.15x against an independent launch of itself."""
-
-
-def test_without_a_noise_floor_the_checks_are_unchanged() -> None:
-    result = decide(comparable(), DEFAULT, interval(1.2, 1.4))
-    assert NOISE_FLOOR_CHECK not in result.checks
-    assert set(result.checks) == set(CHECK_NAMES)
-
-
-def test_a_point_inside_the_aa_band_is_within_noise_floor_before_anything_else() -> None:
-    result = decide(comparable(throughput_speedup=1.12), DEFAULT, interval(1.11, 1.13), noise_floor=AA)
-    assert (result.decision, result.reason) == (Decision.TUNE, WITHIN_NOISE_FLOOR)
-    assert result.checks[NOISE_FLOOR_CHECK] is False
-    assert result.failed_checks == (NOISE_FLOOR_CHECK,)
-    assert result.confidence.status == "insufficient"
-    assert result.confidence.extra_repeats_estimate is None
-    assert result.detail.startswith("speedup point 1.12 <= 1.15")
-
-
-def test_an_interval_low_inside_the_aa_band_refuses_accept_even_above_the_threshold() -> None:
-    result = decide(comparable(throughput_speedup=1.3), DEFAULT, interval(1.12, 1.5), noise_floor=AA)
-    assert (result.decision, result.reason) == (Decision.TUNE, WITHIN_NOISE_FLOOR)
-    assert result.detail.startswith("speedup interval low 1.12 <= 1.15")
-
-
-def test_an_interval_clear_of_the_aa_band_and_the_threshold_is_accepted_and_says_so() -> None:
-    result = decide(comparable(throughput_speedup=1.3), DEFAULT, interval(1.2, 1.4), noise_floor=AA)
-    assert (result.decision, result.reason) == (Decision.ACCEPT, "meets_thresholds")
-    assert result.checks[NOISE_FLOOR_CHECK] is True
-    assert set(result.checks) == {*CHECK_NAMES, NOISE_FLOOR_CHECK}
-
-
-def test_a_point_outside_the_band_with_a_low_below_the_threshold_needs_more_repeats_not_launches() -> None:
-    result = decide(comparable(throughput_speedup=1.3), DEFAULT, interval(1.05, 1.5), noise_floor=AA)
-    assert result.reason == "insufficient_confidence"
-    assert result.checks[NOISE_FLOOR_CHECK] is False
-
-
-def test_without_an_interval_the_point_is_judged_against_the_band() -> None:
-    inside = decide(comparable(throughput_speedup=1.14), DEFAULT, noise_floor=AA)
-    outside = decide(comparable(throughput_speedup=1.2), DEFAULT, noise_floor=AA)
-    assert (inside.reason, inside.confidence.status) == (WITHIN_NOISE_FLOOR, "not_assessed")
-    assert (outside.decision, outside.checks[NOISE_FLOOR_CHECK]) == (Decision.ACCEPT, True)
-
-
-def test_the_band_judges_the_intervals_own_point_when_it_carries_one() -> None:
-    own = SpeedupInterval(low=1.16, high=1.2, level=0.95, n_samples=16, method="two_stage_bootstrap_t", point=1.14)
-    result = decide(comparable(throughput_speedup=1.3), DEFAULT, own, noise_floor=AA)
-    assert result.reason == WITHIN_NOISE_FLOOR
-    assert result.detail.startswith("speedup point 1.14")
-
-
-def test_quality_and_missing_evidence_keep_their_reasons_with_a_noise_floor() -> None:
-    failed = decide(comparable(quality_ok=False), DEFAULT, noise_floor=AA)
-    assert (failed.decision, failed.checks[NOISE_FLOOR_CHECK]) == (Decision.REJECT, True)
-    missing = decide(PairEvidence(evidence_status=EvidenceStatus.NOT_EVALUATED), DEFAULT, noise_floor=AA)
-    assert (missing.reason, missing.checks[NOISE_FLOOR_CHECK]) == ("evidence_not_evaluated", None)
-    slow = decide(comparable(throughput_speedup=0.8), DEFAULT, interval(0.7, 0.9), noise_floor=AA)
-    assert slow.reason == "net_slowdown"
-
-
-@pytest.mark.parametrize("spread", [-0.1, math.nan, math.inf])
-def test_noise_floor_refuses_nonsense(spread: float) -> None:
-    with pytest.raises(ValidationError):
-        NoiseFloor(spread_log=spread, level=0.95, method="m")
-    assert AA.band_high == pytest.approx(1.15)
-
-
 TTFT, E2E = "max_ttft_regression_ratio", "max_e2e_p95_regression_ratio"
 
 
-def test_an_accept_whose_ttft_interval_reaches_above_its_limit_is_a_tune_naming_the_check() -> None:
+SHOWN = Thresholds(latency_gate="shown_within")
+
+
+def test_a_mean_ratio_clearly_above_its_limit_is_a_tune_of_its_own_under_either_gate() -> None:
+    latency = {TTFT: interval(1.15, 1.4, point=1.27), E2E: interval(0.8, 1.0)}
+    for policy in (DEFAULT, SHOWN):
+        result = decide(comparable(ttft_ratio=1.04), policy, interval(1.2, 1.4), latency=latency)
+        assert (result.decision, result.reason) == (Decision.TUNE, "ttft_mean_regression")
+        assert result.failed_checks == ("ttft_mean_gate",)
+        assert result.checks["ttft_mean_gate"] is False and result.checks["e2e_mean_gate"] is True
+        assert result.detail == "ttft_mean_gate: interval low 1.15 > max_ttft_regression_ratio (point 1.27)"
+
+
+def test_not_clearly_worse_lets_an_interval_across_the_limit_pass() -> None:
     latency = {TTFT: interval(0.95, 1.16), E2E: interval(0.8, 1.0)}
     result = decide(comparable(ttft_ratio=1.04), DEFAULT, interval(1.2, 1.4), latency=latency)
-    assert (result.decision, result.reason) == (Decision.TUNE, "insufficient_latency_confidence")
-    assert result.checks[TTFT] is True  # the point passes; its interval does not
+    assert (result.decision, result.reason) == (Decision.ACCEPT, "meets_thresholds")
+    assert result.confidence.latency_gate == "not_clearly_worse"
+    assert result.confidence.latency_intervals == latency
+
+
+def test_shown_within_holds_an_accept_back_while_an_interval_reaches_above_its_limit() -> None:
+    latency = {TTFT: interval(0.95, 1.16, point=1.04), E2E: interval(0.8, 1.0)}
+    result = decide(comparable(ttft_ratio=1.04), SHOWN, interval(1.2, 1.4), latency=latency)
+    assert (result.decision, result.reason) == (Decision.TUNE, LATENCY_UNSETTLED)
+    assert result.checks[TTFT] is True  # the p95 point passes; the mean's interval does not show it
+    assert result.checks["ttft_mean_gate"] is False
     assert result.failed_checks == ()
     assert result.confidence.status == "insufficient"
     assert result.confidence.unsettled_checks == (TTFT,)
-    assert result.confidence.latency_intervals == latency
-    assert result.detail == "ttft_ratio interval high 1.16 > 1.1 (point 1.04)"
+    assert result.detail == "ttft_mean_gate: interval high 1.16 > max_ttft_regression_ratio (point 1.04)"
 
 
 def test_latency_intervals_inside_their_limits_keep_the_accept_and_are_recorded() -> None:
     latency = {TTFT: interval(0.9, 1.10), E2E: interval(0.8, 1.05)}  # the limits are inclusive
-    result = decide(comparable(), DEFAULT, interval(1.2, 1.4), latency=latency)
+    result = decide(comparable(), SHOWN, interval(1.2, 1.4), latency=latency)
     assert (result.decision, result.reason) == (Decision.ACCEPT, "meets_thresholds")
     assert result.confidence.latency_intervals == latency and result.confidence.unsettled_checks == ()
 
 
-def test_both_latency_checks_unsettled_are_named_in_check_order() -> None:
+def test_both_latency_gates_unsettled_are_named_in_check_order() -> None:
     latency = {E2E: interval(0.9, 1.2), TTFT: interval(0.9, 1.3)}
-    result = decide(comparable(), DEFAULT, interval(1.2, 1.4), latency=latency)
+    result = decide(comparable(), SHOWN, interval(1.2, 1.4), latency=latency)
     assert result.confidence.unsettled_checks == (TTFT, E2E)
-    assert result.detail == (
-        "ttft_ratio interval high 1.3 > 1.1 (point 1); e2e_p95_ratio interval high 1.2 > 1.05 (point 0.9)"
-    )
 
 
-def test_a_latency_interval_changes_no_decision_but_an_accept() -> None:
-    wide = {TTFT: interval(0.5, 2.0)}
-    failing = decide(comparable(ttft_ratio=1.2), DEFAULT, interval(1.2, 1.4), latency=wide)
-    assert (failing.decision, failing.reason) == (Decision.TUNE, "ttft_regression")
-    slow = decide(comparable(throughput_speedup=0.8), DEFAULT, interval(0.7, 0.9), latency=wide)
-    assert (slow.decision, slow.reason) == (Decision.TUNE, "net_slowdown")
-    rejected = decide(comparable(quality_ok=False), DEFAULT, interval(1.2, 1.4), latency=wide)
+def test_a_clearly_worse_mean_joins_the_failed_point_checks() -> None:
+    latency = {E2E: interval(1.1, 1.3, point=1.2)}
+    result = decide(comparable(ttft_ratio=1.2), DEFAULT, interval(1.2, 1.4), latency=latency)
+    assert result.reason == "ttft_regression+e2e_mean_regression"
+    assert result.failed_checks == ("max_ttft_regression_ratio", "e2e_mean_gate")
+
+
+def test_a_mean_gate_replaces_a_confidence_reason_but_not_a_reject() -> None:
+    latency = {TTFT: interval(1.2, 1.5, point=1.3)}
+    unsure = decide(comparable(), DEFAULT, interval(1.0, 1.6), latency=latency)
+    assert unsure.reason == "ttft_mean_regression"
+    rejected = decide(comparable(quality_ok=False), DEFAULT, interval(1.2, 1.4), latency=latency)
     assert (rejected.decision, rejected.reason) == (Decision.REJECT, "quality_failed")
-    assert failing.confidence.latency_intervals == slow.confidence.latency_intervals == wide
+    assert rejected.confidence.latency_intervals == latency
 
 
 def test_a_latency_interval_for_another_check_is_refused() -> None:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from specselect.evidence.mix import CellSpeedup, MixCell, MixPolicy, mix_speedup
-from specselect.evidence.replication import replicated_speedup
+from specselect.evidence.rounds.estimate import pair_estimate
 from specselect.evidence.samples import RequestPair, RequestSample
 from specselect.evidence.stats import BootstrapPolicy, throughput_speedup
 
@@ -180,24 +180,25 @@ def _launches(pairs: list[RequestPair], slow: tuple[float, float]) -> tuple[list
     return base, cand
 
 
-def test_the_speedup_over_several_launches_enters_the_mix_with_its_own_interval() -> None:
+def test_the_speedup_over_several_rounds_enters_the_mix_with_its_own_interval() -> None:
     pairs = _scenarios(seed=4, levels=(1,))[("repetition", 1)]
-    est = replicated_speedup(*_launches(pairs, slow=(1.2, 0.9)), BootstrapPolicy(n_resamples=2000, seed=1))
-    assert est.launch_variance_included and est.components is not None and est.components.df_effective is not None
+    base, cand = _launches(pairs, slow=(1.2, 0.9))
+    est = pair_estimate(base, cand, level=0.95)
+    assert est.launch_variance_included and est.df == 1.0
     assert est.point is not None and est.low is not None and est.high is not None
     cell = CellSpeedup.of_estimate(est)
-    assert cell is not None and cell.df == est.components.df_effective
+    assert cell is not None and cell.df == est.df
     # The cell's distribution has exactly the estimate's interval: the mix of one scenario alone gives it back.
     alone = mix_speedup(
         [MixCell(workload="w", concurrency=1, share=1.0, baseline_seconds=1.0, speedup=cell)], MixPolicy(n_draws=40000)
     )
     assert alone.point == pytest.approx(est.point)
     assert alone.low == pytest.approx(est.low, rel=0.02) and alone.high == pytest.approx(est.high, rel=0.02)
-    # Launches that disagree widen THE interval, and the mix carries that width: an item bootstrap would not.
-    one_launch = replicated_speedup([p.baseline for p in pairs], [p.candidate for p in pairs])
-    assert one_launch.low is not None and one_launch.high is not None
-    assert _log_width(est.low, est.high) > 2 * _log_width(one_launch.low, one_launch.high)
-    assert CellSpeedup.of_estimate(one_launch.model_copy(update={"point": None})) is None
+    # Rounds that disagree widen THE interval, and the mix carries that width: one round's items would not.
+    one_round = pair_estimate([p.baseline for p in pairs], [p.candidate for p in pairs], level=0.95)
+    assert one_round.low is not None and one_round.high is not None
+    assert _log_width(est.low, est.high) > 2 * _log_width(one_round.low, one_round.high)
+    assert CellSpeedup.of_estimate(one_round.model_copy(update={"point": None})) is None
 
 
 def test_a_mix_without_traffic_is_refused() -> None:

@@ -164,7 +164,8 @@ def test_a_busy_host_makes_the_pair_incomplete_and_a_quiet_one_changes_nothing()
     assert busy.evidence.evidence_status.value == "incomplete"
     assert busy.evidence.missing_detail == (f"candidate.{MISSING_UNCONTAMINATED}",)
     assert busy.contamination == (
-        f"candidate: host busy: 40% of all CPU time went to other processes during {KEY.name} (limit 25%)",
+        f"candidate: host busy: 40.0% of all CPU time went to other processes during {KEY.name} (round 1) "
+        "(limit 25.0%)",
     )
     assert busy.decision.decision.value == "tune" and busy.decision.reason == "incomplete_evidence"
     assert ev.policy.contamination_rule == CONTAMINATION_RULE and ev.policy.host_foreign_cpu_share_limit == 0.25

@@ -1,9 +1,10 @@
-"""Evidence over several server launches per group, from constructed results: THE speedup's interval includes
-the launch-to-launch variation, its point is the one the decision and the pair evidence use, and a baseline's own
-launches give the A/A noise floor an accept must clear."""
+"""Evidence over paired rounds, from constructed results: launch j of each side is round j, THE speedup is the
+rounds' geometric mean with a t interval the decision and the pair evidence share, the mean latencies are gated
+the plan's way, the looks settle pairs, a busy round is left out, and an A/A control is judged as a candidate."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import pytest
@@ -15,9 +16,9 @@ from specselect.core.decision import Thresholds
 from specselect.core.status import RunStatus
 from specselect.engines.acceptance import SpecTelemetry
 from specselect.evidence.pipeline import Evidence, EvidenceSettings, InMemoryRecords, build_evidence
-from specselect.evidence.pipeline.sequential import continuing_candidates, evidence_plan
-from specselect.evidence.sequential import SequentialPolicy
+from specselect.evidence.rounds.design import LookSchedule
 from specselect.evidence.stats import BootstrapPolicy
+from specselect.measure.hostload import HostLoad
 from specselect.measure.memory import PeakMemory
 from specselect.measure.types import RequestRecord
 
@@ -37,7 +38,15 @@ def launch_records(e2e_per_launch: Sequence[float], ttft: Sequence[float] | None
     return out
 
 
-def group(name: str, recs: Sequence[RequestRecord], *, peaks: Sequence[float] | None = None) -> GroupResult:
+def group(
+    name: str,
+    recs: Sequence[RequestRecord],
+    *,
+    peaks: Sequence[float] | None = None,
+    busy: Sequence[int] = (),
+    role: str | None = None,
+) -> GroupResult:
+    """A completed group whose launch j measured `recs` of launch j (`busy`: launches a neighbour crowded)."""
     candidate = name != BASELINE
     launches = sorted({r.launch for r in recs})
     runs = [
@@ -48,13 +57,14 @@ def group(name: str, recs: Sequence[RequestRecord], *, peaks: Sequence[float] | 
             peak_memory=PeakMemory(
                 mb=peaks[j] if peaks else 1000.0, source="process_tree_rss", n_samples=5, interval_s=0.2
             ),
+            host_load=BUSY if j in busy else None,
         )
         for j in launches
     ]
     return GroupResult.model_validate(
         {
             "group": name,
-            "role": "candidate" if candidate else "baseline",
+            "role": role or ("candidate" if candidate else "baseline"),
             "family": "ngram" if candidate else "target_only",
             "method": "ngram" if candidate else None,
             "run_status": RunStatus.COMPLETED,
@@ -72,91 +82,101 @@ def group(name: str, recs: Sequence[RequestRecord], *, peaks: Sequence[float] | 
     )
 
 
+BUSY = HostLoad(wall_s=10.0, logical_cpus=2, host_busy_cpu_s=20.0, own_cpu_s=12.0, foreign_cpu_s=8.0, foreign_share=0.4)
+
+
+def settings(looks: Sequence[int] | None = None, **thresholds: object) -> EvidenceSettings:
+    schedule = None if looks is None else LookSchedule.of_level(looks, 0.95)
+    return EvidenceSettings(
+        thresholds=Thresholds.model_validate(thresholds),
+        bootstrap=BootstrapPolicy(),
+        schedule=schedule,
+        host_foreign_cpu_share_limit=0.25,
+    )
+
+
 def evidence(
     baseline: Sequence[float],
     candidate: Sequence[float],
     *,
     candidate_ttft: Sequence[float] | None = None,
-    **group_extra: Sequence[float],
+    policy: EvidenceSettings | None = None,
+    **group_extra: object,
 ) -> Evidence:
+    """One candidate against the baseline: `baseline[j]` and `candidate[j]` are round j's request seconds."""
     base, cand = launch_records(baseline), launch_records(candidate, candidate_ttft)
     store = InMemoryRecords.of({(BASELINE, KEY.name): base, ("g1_ngram", KEY.name): cand})
     return build_evidence(
-        [group(BASELINE, base), group("g1_ngram", cand, **group_extra)],
+        [group(BASELINE, base), group("g1_ngram", cand, **group_extra)],  # type: ignore[arg-type]
         [KEY],
         records=store,
         categories={},
-        settings=EvidenceSettings(thresholds=Thresholds(), bootstrap=BootstrapPolicy(), repeats_per_launch=REPEATS),
+        settings=policy or settings(),
     )
 
 
-def test_one_launch_per_side_is_the_item_bootstrap_and_the_point_is_the_decisions() -> None:
-    entry = evidence([1.0], [0.8]).entries[0]
+def test_one_round_is_the_items_alone_and_cannot_accept_however_fast() -> None:
+    entry = evidence([1.0], [0.5]).entries[0]
     assert entry.speedup is not None and not entry.speedup.launch_variance_included
-    assert entry.speedup.point == pytest.approx(1.25)
+    assert entry.speedup.point == pytest.approx(2.0)
     assert entry.evidence.throughput_speedup == pytest.approx(entry.speedup.point)
-    assert entry.stats is not None and entry.stats.speedup_interval is not None
-    assert entry.stats.speedup_interval.point == pytest.approx(entry.speedup.point)
+    assert (entry.decision.decision.value, entry.decision.reason) == ("tune", "no_launch_replication")
+
+
+def test_rounds_that_agree_accept_and_the_point_is_the_rounds_geometric_mean() -> None:
+    entry = evidence([1.0, 1.0, 1.0], [0.8, 0.81, 0.79]).entries[0]
+    assert entry.speedup is not None and entry.speedup.rounds == (0, 1, 2)
+    expected = math.exp(sum(math.log(1.0 / c) for c in (0.8, 0.81, 0.79)) / 3)
+    assert entry.speedup.point == pytest.approx(expected)
+    # The pair evidence's rates are the sides' geometric means: their ratio is the decision's point.
+    assert entry.evidence.throughput_speedup == pytest.approx(expected)
+    assert entry.stats is not None and entry.stats.throughput_speedup.point == pytest.approx(expected)
+    assert (entry.decision.decision.value, entry.decision.reason) == ("accept", "meets_thresholds")
+    assert entry.speedup.df == 2.0 and entry.speedup.variance_source == "pair"
+
+
+def test_rounds_that_disagree_leave_the_gain_uncertain() -> None:
+    entry = evidence([1.0, 1.0], [0.8, 0.95]).entries[0]
+    assert entry.speedup is not None and entry.speedup.low is not None
+    assert entry.speedup.low < 1.10 < entry.speedup.point  # type: ignore[operator]
+    assert (entry.decision.decision.value, entry.decision.reason) == ("tune", "insufficient_confidence")
+
+
+def test_a_first_token_clearly_slower_in_every_round_fails_the_mean_gate_too() -> None:
+    entry = evidence([1.0, 1.0, 1.0], [0.8, 0.81, 0.79], candidate_ttft=[0.08, 0.081, 0.079]).entries[0]
+    assert entry.latency["ttft_mean"].point == pytest.approx(1.6, rel=0.02)
+    assert entry.decision.reason == "ttft_regression+ttft_mean_regression"
+    assert entry.decision.failed_checks == ("max_ttft_regression_ratio", "ttft_mean_gate")
+
+
+def test_shown_within_holds_back_an_accept_whose_ttft_interval_reaches_past_the_limit() -> None:
+    ttft = [0.045, 0.054, 0.05]  # the candidate's first token: quicker, slower, the same, one round each
+    default = evidence([1.0, 1.0, 1.0], [0.8, 0.81, 0.79], candidate_ttft=ttft).entries[0]
+    strict = evidence(
+        [1.0, 1.0, 1.0], [0.8, 0.81, 0.79], candidate_ttft=ttft, policy=settings(latency_gate="shown_within")
+    ).entries[0]
+    assert default.decision.decision.value == "accept"
+    interval = default.decision.confidence.latency_intervals["max_ttft_regression_ratio"]
+    assert interval.low < 1.10 < interval.high
+    assert (strict.decision.decision.value, strict.decision.reason) == ("tune", "insufficient_latency_confidence")
+    assert strict.decision.confidence.unsettled_checks == ("max_ttft_regression_ratio",)
+
+
+def test_a_round_a_busy_neighbour_crowded_is_left_out_and_named() -> None:
+    entry = evidence([1.0, 1.0, 1.0], [0.8, 1.3, 0.79], busy=[1]).entries[0]
+    assert entry.speedup is not None and entry.speedup.rounds == (0, 2)
+    assert list(entry.speedup.excluded_rounds) == [1]
+    assert "host busy: 40.0% of all CPU time" in entry.speedup.excluded_rounds[1]
+    assert entry.contamination == (entry.speedup.excluded_rounds[1],)
     assert entry.decision.decision.value == "accept"
 
 
-def test_launches_that_disagree_widen_the_interval_until_the_gain_is_not_certain() -> None:
-    steady = evidence([1.0, 1.0], [0.8, 0.8]).entries[0]
-    drifting = evidence([1.0, 1.0], [0.8, 0.9]).entries[0]
-    assert steady.speedup is not None and drifting.speedup is not None
-    assert drifting.speedup.launch_variance_included
-    assert drifting.speedup.components is not None and drifting.speedup.components.launch_candidate > 0
-    assert drifting.speedup.launch_rates_candidate[0] > drifting.speedup.launch_rates_candidate[1]
-    # Pooled over both launches: (total baseline time / total candidate time) on the same items.
-    assert drifting.speedup.point == pytest.approx(2.0 / 1.7)
-    assert drifting.evidence.throughput_speedup == pytest.approx(drifting.speedup.point)
-    assert steady.decision.decision.value == "accept"
-    assert drifting.decision.decision.value == "tune"
-    assert drifting.decision.reason == "insufficient_confidence"
-    assert drifting.speedup.low is not None and drifting.speedup.low < 1.10 < drifting.speedup.point
-
-
-def test_a_gain_inside_the_baselines_own_launch_spread_is_not_accepted() -> None:
-    quiet = evidence([1.0, 1.0, 1.0, 1.0], [0.8, 0.82, 0.8, 0.82])
-    noisy = evidence([1.0, 0.95, 0.95, 1.0], [0.8, 0.82, 0.8, 0.82])
-    assert quiet.entries[0].decision.decision.value == "accept"
-    assert quiet.entries[0].decision.checks["outside_noise_floor"] is True
-    floor = noisy.noise_floors[0].floor
-    assert (noisy.noise_floors[0].track, noisy.noise_floors[0].scenario) == (BASELINE, KEY.name)
-    assert floor.verdict == "pass" and floor.band_high is not None and floor.band_high > 1.15
-    entry = noisy.entries[0]
-    assert entry.speedup is not None and entry.speedup.low is not None
-    # The interval clears the 1.10 threshold but not the band identical servers land in.
-    assert 1.10 < entry.speedup.low < floor.band_high
-    assert (entry.decision.decision.value, entry.decision.reason) == ("tune", "within_noise_floor")
-    assert noisy.policy.noise_floor_rule is not None
-
-
-def test_an_accept_needs_the_ttft_interval_over_both_launches_inside_its_limit() -> None:
-    steady = evidence([1.0, 1.0], [0.8, 0.8], candidate_ttft=[0.05, 0.05]).entries[0]
-    # The candidate's first launch answered its first token sooner, its second later: the pooled TTFT p95 ratio
-    # (1.08) passes the 1.10 limit as a point, but a rerun could land either launch's way.
-    split = evidence([1.0, 1.0], [0.8, 0.8], candidate_ttft=[0.045, 0.054]).entries[0]
-    assert steady.decision.decision.value == "accept"
-    assert set(steady.decision.confidence.latency_intervals) == {
-        "max_ttft_regression_ratio",
-        "max_e2e_p95_regression_ratio",
-    }
-    assert split.evidence.ttft_ratio == pytest.approx(1.08)
-    assert split.stats is not None and split.stats.ttft_ratio.method == "two_stage_bootstrap_t"
-    assert split.stats.ttft_ratio.point == pytest.approx(split.evidence.ttft_ratio)
-    assert split.decision.checks["max_ttft_regression_ratio"] is True
-    assert (split.decision.decision.value, split.decision.reason) == ("tune", "insufficient_latency_confidence")
-    assert split.decision.confidence.unsettled_checks == ("max_ttft_regression_ratio",)
-    high = split.decision.confidence.latency_intervals["max_ttft_regression_ratio"].high
-    assert high > 1.10
-    assert split.decision.detail == f"ttft_ratio interval high {high:.4g} > 1.1 (point 1.08)"
-
-
-def test_baseline_launches_ten_percent_apart_fail_the_aa_check() -> None:
-    floor = evidence([1.0, 0.9], [0.8, 0.8]).noise_floors[0].floor
-    assert (floor.verdict, floor.reason) == ("fail", "aa_interval_excludes_one")
-    assert floor.parity is not None and floor.parity.verdict.value == "pass"  # same outputs, only slower
+def test_a_pair_whose_every_round_was_crowded_is_incomplete_and_open() -> None:
+    ev = evidence([1.0, 1.0], [0.8, 0.8], busy=[0, 1], policy=settings(looks=(2, 3)))
+    entry = ev.entries[0]
+    assert entry.evidence.evidence_status.value == "incomplete"
+    assert "uncontaminated_measurement" in entry.evidence.missing_evidence
+    assert ev.plan is not None and ev.plan.continuing == ("g1_ngram",)
 
 
 def test_acceptance_counts_are_summed_and_the_largest_peak_counts() -> None:
@@ -204,8 +224,7 @@ def _predicted(candidate_scale: float) -> tuple[float | None, float | None]:
         update={"scenarios": (groups[1].scenarios[0].model_copy(update={"telemetry": telemetry}),)}
     )
     store = InMemoryRecords.of({(BASELINE, KEY.name): base, ("g1_ngram", KEY.name): cand})
-    settings = EvidenceSettings(thresholds=Thresholds(), bootstrap=BootstrapPolicy(), repeats_per_launch=REPEATS)
-    entry = build_evidence(groups, [KEY], records=store, categories={}, settings=settings).entries[0]
+    entry = build_evidence(groups, [KEY], records=store, categories={}, settings=settings()).entries[0]
     assert entry.prediction is not None
     assert entry.prediction.verify_cost is not None and entry.prediction.verify_cost.source == "baseline_prefill"
     return entry.prediction.predicted_decode_speedup, entry.prediction.measured_decode_speedup
@@ -218,65 +237,47 @@ def test_the_prediction_uses_the_baselines_prefill_and_none_of_the_candidates_ti
     assert measured_fast is not None and measured_slow is not None and measured_fast > measured_slow
 
 
-def test_the_sequential_rule_continues_only_the_pair_whose_interval_straddles_a_threshold() -> None:
-    policy = SequentialPolicy(max_repeats=REPEATS, max_launches=4, min_launches=2)
-    settled = evidence_plan(evidence([1.0, 1.0], [0.8, 0.8]), policy)
-    drifting = evidence_plan(evidence([1.0, 1.0], [0.8, 0.9]), policy)
-    assert [(s.pair, s.action, s.reason) for s in settled.steps] == [("g1_ngram/w-c1", "settled", "decision_settled")]
-    assert settled.steps[0].passes_spent == 4 and settled.steps[0].passes_saved == 4
-    assert [(s.action, s.straddled) for s in drifting.steps] == [("add_launch", (1.0, 1.1))]
-    assert continuing_candidates(drifting) == ("g1_ngram",) and continuing_candidates(settled) == ()
-    spent = evidence_plan(evidence([1.0, 1.0, 1.0, 1.0], [0.8, 0.9, 0.8, 0.9]), policy)
-    assert [(s.action, s.reason) for s in spent.steps] == [("stop", "budget_exhausted")]
+def _two(candidates: dict[str, Sequence[float]], baseline: Sequence[float], policy: EvidenceSettings) -> Evidence:
+    base = launch_records(baseline)
+    store = {(BASELINE, KEY.name): base} | {(n, KEY.name): launch_records(c) for n, c in candidates.items()}
+    groups = [group(BASELINE, base)] + [
+        group(n, launch_records(c), role="control" if n.endswith(".aa") else None) for n, c in candidates.items()
+    ]
+    return build_evidence(groups, [KEY], records=InMemoryRecords.of(store), categories={}, settings=policy)
 
 
-def test_the_sequential_rule_continues_a_pair_whose_accept_waits_on_a_latency_interval() -> None:
-    policy = SequentialPolicy(max_repeats=REPEATS, max_launches=4, min_launches=2)
-    split = evidence_plan(evidence([1.0, 1.0], [0.8, 0.8], candidate_ttft=[0.045, 0.054]), policy)
-    (step,) = split.steps
-    assert (step.action, step.reason, step.straddled) == ("add_launch", "latency_interval_straddles_limit", ())
-    assert step.unsettled_checks == ("max_ttft_regression_ratio",)
-    assert continuing_candidates(split) == ("g1_ngram",)
-    spent = evidence_plan(evidence([1.0] * 4, [0.8] * 4, candidate_ttft=[0.045, 0.054, 0.045, 0.054]), policy).steps[0]
-    assert (spent.action, spent.reason) == ("stop", "budget_exhausted")
+def test_at_a_look_only_the_candidate_with_an_open_pair_runs_on() -> None:
+    ev = _two({"g1_ngram": [0.5, 0.51], "g2_ngram": [0.8, 0.95]}, [1.0, 1.0], settings(looks=(2, 3)))
+    assert ev.plan is not None
+    assert [(p.candidate, p.state) for p in ev.plan.pairs] == [("g1_ngram", "accepted"), ("g2_ngram", "open")]
+    assert (ev.plan.look, ev.plan.continuing, ev.plan.next_rounds) == (0, ("g2_ngram",), 3)
 
 
-def test_the_aa_halves_alternate_so_a_drift_across_the_run_is_not_taken_for_launch_noise() -> None:
-    # Launches 1 and 4 fast, 2 and 3 slow (a machine that slows down and recovers): 2+4 against 1+3 is even.
-    floor = evidence([1.0, 0.9, 0.9, 1.0], [0.8, 0.8, 0.8, 0.8]).noise_floors[0].floor
-    assert floor.speedup.point == pytest.approx(1.0)
-    assert floor.speedup.launches_baseline == (0, 2) and floor.speedup.launches_candidate == (1, 3)
-    assert floor.contains_one is True
+def test_the_run_pools_its_pairs_round_variances() -> None:
+    ev = _two({"g1_ngram": [0.8, 0.82, 0.79], "g2_ngram": [0.6, 0.61, 0.62]}, [1.0, 1.0, 1.0], settings())
+    (throughput,) = [p for p in ev.pools if p.metric == "throughput"]
+    assert throughput.members == ("g1_ngram/w-c1", "g2_ngram/w-c1") and throughput.pooled_df == 4
+    assert all(e.speedup is not None and e.speedup.df == 4.0 for e in ev.entries)
 
 
-def test_identical_servers_taken_as_a_candidate_are_not_accepted() -> None:
-    steady = evidence([1.0, 1.0, 1.0, 1.0], [0.8, 0.8, 0.8, 0.8])
-    (aa,) = steady.noise_floors
-    assert aa.as_candidate is not None
-    assert (aa.as_candidate.decision.value, aa.as_candidate.reason) == ("tune", "below_min_speedup")
-    assert "outside_noise_floor" not in aa.as_candidate.checks  # the band is this pair's own: not checked
-    assert steady.policy.aa_as_candidate_rule is not None
+def test_a_pair_accepted_at_the_first_look_keeps_that_decision() -> None:
+    # Round 3 ran while another pair was open; it would have made this one a tune, but the accept was taken at
+    # look 1 with that look's share of the error budget.
+    entry = evidence([1.0, 1.0, 1.0], [0.8, 0.81, 1.4], policy=settings(looks=(2, 3))).entries[0]
+    assert entry.decision.decision.value == "accept"
+    assert entry.look is not None and (entry.look.look, entry.look.rounds) == (0, 2)
+    assert entry.speedup is not None and entry.speedup.rounds == (0, 1)
+    assert entry.speedup.level == pytest.approx(LookSchedule.of_level((2, 3), 0.95).level_at(0))
+    assert [(p.look, p.state) for p in entry.looks] == [(0, "accepted"), (1, "open")]  # each look's own
 
 
-def test_a_machine_that_sped_up_between_launches_would_accept_identical_servers() -> None:
-    # Launches 2 and 4 ran 30 % faster than 1 and 3 with the same outputs: the rule accepts the A/A pair, which
-    # tells the reader that no accept of this run in that scenario can be told from the machine's drift.
-    drifting = evidence([1.0, 0.7, 1.0, 0.7], [0.8, 0.8, 0.8, 0.8])
-    (aa,) = drifting.noise_floors
-    assert aa.floor.verdict == "fail"
-    assert aa.as_candidate is not None and aa.as_candidate.decision.value == "accept"
-
-
-def test_a_third_launch_has_no_aa_partner_so_the_floor_is_the_first_two_launches() -> None:
-    # A sequential round's extra baseline launch (here 40 % slower) stands at the run's end, beside no other:
-    # the floor and the A/A-as-candidate pair are those of the first two launches, not a one-degree-of-freedom
-    # interval of launches 1 + 3 against 2.
-    three = evidence([1.0, 0.9, 0.6], [0.8, 0.8, 0.8]).noise_floors[0]
-    two = evidence([1.0, 0.9], [0.8, 0.8]).noise_floors[0]
-    assert three.floor.speedup.launches_baseline == (0,) and three.floor.speedup.launches_candidate == (1,)
-    assert three.floor.speedup.point == pytest.approx(two.floor.speedup.point)
-    assert (three.floor.band_low, three.floor.band_high) == pytest.approx((two.floor.band_low, two.floor.band_high))
-    assert three.as_candidate is not None and two.as_candidate is not None
-    assert three.as_candidate.reason == two.as_candidate.reason
-    # The parity floor still reads every launch: all three gave the same outputs.
-    assert three.floor.parity is not None and three.floor.parity.verdict.value == "pass"
+def test_an_aa_control_is_judged_as_a_candidate_kept_apart_and_pooled() -> None:
+    ev = _two({"g0_target_only.aa": [1.0, 1.02, 0.99], "g1_ngram": [0.8, 0.82, 0.79]}, [1.0, 1.0, 1.0], settings())
+    assert [e.candidate for e in ev.entries] == ["g1_ngram"]
+    (control,) = ev.controls
+    assert control.speedup is not None and control.speedup.low < 1.0 < control.speedup.high  # type: ignore[operator]
+    assert (control.decision.decision.value, control.decision.reason) == ("tune", "below_min_speedup")
+    (throughput,) = [p for p in ev.pools if p.metric == "throughput"]
+    assert "g0_target_only.aa/w-c1" in throughput.members
+    assert ev.policy.aa_control_rule is not None
+    assert "g0_target_only.aa" not in ev.verdicts

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from specselect.artifacts.handoff.build import HandoffInputs, build_handoff
-from specselect.artifacts.results import EvidenceFile, GroupResult, ScenarioRun
+from specselect.artifacts.results import EvidenceFile, GroupLaunch, GroupResult, ScenarioRun
 from specselect.core.decision import Thresholds
 from specselect.core.status import RunStatus
 from specselect.engines.acceptance import SpecTelemetry
@@ -166,14 +166,32 @@ def evidence(
 BIG = "g0_target_only@big"
 
 
+def in_two_rounds(e2e: tuple[float, float], ttft: float = 0.05) -> list[RequestRecord]:
+    """`records` of round 1 (launch 0) and round 2 (launch 1, passes renumbered after round 1's)."""
+    first, second = records(KEY.name, e2e=e2e[0], ttft=ttft), records(KEY.name, e2e=e2e[1], ttft=ttft)
+    later = [
+        r.model_copy(update={"launch": 1, "repeat": r.repeat + 2, "request_id": f"{r.request_id}:l1"}) for r in second
+    ]
+    return [*first, *later]
+
+
+def with_second_round(result: GroupResult) -> GroupResult:
+    """The group with its scenario measured again in launch 1 (round 2)."""
+    if not result.scenarios:
+        return result
+    run = result.scenarios[0].model_copy(update={"launch": 1})
+    again = GroupLaunch(index=1, run_status=RunStatus.COMPLETED, reason="measured", scenarios=(run,))
+    return result.model_copy(update={"relaunches": (again,), "launches_planned": 2})
+
+
 def two_tracks(big_baseline: bool = True) -> tuple[list[GroupResult], Store]:
     """Default track: g1 (1.5x faster than g0). Track `big`: a 4x slower target; g2 is 2x faster than its own
-    baseline but slower in raw latency than g0, g1 and g2's own default-track neighbours."""
+    baseline but slower in raw latency than g0, g1 and g2's own default-track neighbours. Two rounds each."""
     store: Store = {
-        ("g0_target_only", KEY.name): records(KEY.name, e2e=1.0),
-        ("g1", KEY.name): records(KEY.name, e2e=1.0 / 1.5),
-        (BIG, KEY.name): records(KEY.name, e2e=4.0, ttft=0.2),
-        ("g2", KEY.name): records(KEY.name, e2e=2.0, ttft=0.2),
+        ("g0_target_only", KEY.name): in_two_rounds((1.0, 1.0)),
+        ("g1", KEY.name): in_two_rounds((1.0 / 1.5, 1.0 / 1.52)),
+        (BIG, KEY.name): in_two_rounds((4.0, 4.0), ttft=0.2),
+        ("g2", KEY.name): in_two_rounds((2.0, 2.02), ttft=0.2),
     }
     groups = [
         group(
@@ -192,7 +210,7 @@ def two_tracks(big_baseline: bool = True) -> tuple[list[GroupResult], Store]:
         ),
         group("g2", track=BIG, snapshot="snap-big", run=candidate_run(store[("g2", KEY.name)]), target_ref="org/big"),
     ]
-    return groups, store
+    return [with_second_round(g) for g in groups], store
 
 
 def test_each_candidate_is_paired_with_its_own_tracks_baseline() -> None:

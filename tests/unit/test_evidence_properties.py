@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from specselect.evidence.categories import category_breakdown
 from specselect.evidence.parity import Output, ParityVerdict, compare_tokens, quality_ok_from_verdict, scenario_parity
 from specselect.evidence.prediction import ProposerCost, VerifyCostModel, predict_speedup
-from specselect.evidence.replication import replicated_speedup
+from specselect.evidence.rounds.estimate import pair_estimate
 from specselect.evidence.samples import RequestKey, RequestPair, RequestSample, RequestSpecMetrics
 from specselect.evidence.stats import BootstrapPolicy, RatioEstimate, paired_stats
 
@@ -110,13 +110,13 @@ def test_prediction_with_arbitrary_rates_never_crashes(
 
 @PROFILE
 @given(pairs_strategy(), pairs_strategy())
-def test_replicated_speedup_never_crashes_on_arbitrary_launches(
+def test_the_round_estimate_never_crashes_on_arbitrary_rounds(
     first: list[RequestPair], second: list[RequestPair]
 ) -> None:
     base = [p.baseline for p in first] + [p.baseline.model_copy(update={"launch": 1}) for p in second]
     cand = [p.candidate for p in first] + [p.candidate.model_copy(update={"launch": 1}) for p in second]
-    for launches in ((base, cand), ([p.baseline for p in first], [p.candidate for p in first])):
-        est = replicated_speedup(*launches, POLICY)
+    for rounds in ((base, cand), ([p.baseline for p in first], [p.candidate for p in first])):
+        est = pair_estimate(*rounds, level=0.95)
         for value in (est.point, est.low, est.high, est.rerun_low, est.rerun_high):
             assert value is None or (math.isfinite(value) and value >= 0)
         if est.low is not None and est.high is not None:

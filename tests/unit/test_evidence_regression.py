@@ -101,12 +101,12 @@ def test_a_speedup_fails_only_when_its_interval_lies_below_the_recorded_one() ->
     assert gone is not None and gone.message == "no comparable speedup now (incomplete)"
 
 
-def test_one_launch_per_side_shows_the_speedup_without_judging_it_unless_none_was_measured() -> None:
+def test_one_round_shows_the_speedup_without_judging_it_unless_none_was_measured() -> None:
     # CI 2026-12-02, one unchanged n-gram setup launched twice: the second launch's interval under the first's.
     recorded, again = SpeedupSpan(point=2.66, low=2.42, high=2.92), SpeedupSpan(point=2.07, low=1.80, high=2.33)
-    assert speedup_problem("rep-c1", recorded, again, launches=2) is not None
-    assert speedup_problem("rep-c1", recorded, again, launches=1) is None
-    none = speedup_problem("rep-c1", recorded, SpeedupSpan(point=None, low=None, high=None), "failed", launches=1)
+    assert speedup_problem("rep-c1", recorded, again, rounds=2) is not None
+    assert speedup_problem("rep-c1", recorded, again, rounds=1) is None
+    none = speedup_problem("rep-c1", recorded, SpeedupSpan(point=None, low=None, high=None), "failed", rounds=1)
     assert none is not None and none.message == "no comparable speedup now (failed)"
 
 

@@ -8,14 +8,11 @@ from collections.abc import Sequence
 
 import pytest
 from pydantic import ValidationError
-from test_evidence_pipeline_launches import evidence
+from test_evidence_pipeline_rounds import evidence, settings
 from test_sweep_analysis_crossover import est
 
-from specselect.core.decision import Thresholds
-from specselect.evidence.pipeline import EvidenceSettings, pair_step, segments_step
-from specselect.evidence.pipeline.launches import SideLaunches
-from specselect.evidence.replication import ReplicationPolicy, replicated_speedup
-from specselect.evidence.samples import RequestPair, RequestSample, RequestSpecMetrics, samples_from_records
+from specselect.evidence.rounds.estimate import pair_estimate
+from specselect.evidence.samples import RequestPair, RequestSample, RequestSpecMetrics
 from specselect.evidence.segments import (
     SEGMENT_RULE,
     InputLengthSegments,
@@ -94,7 +91,9 @@ def test_buckets_agree_with_the_pooled_answer_when_the_gain_does_not_depend_on_l
 def test_the_pooled_part_is_the_scenarios_own_speedup() -> None:
     pairs = short_loses_long_pays()
     result = segments(pairs)
-    assert result.pooled.throughput_speedup == throughput_speedup(pairs, BOOT)
+    base, cand = [p.baseline for p in pairs], [p.candidate for p in pairs]
+    # One round: the decision's estimator on the items alone (the scenario's own speedup, point and interval).
+    assert result.pooled.throughput_speedup == pair_estimate(base, cand, level=BOOT.level).as_ratio_estimate(16)
     assert (result.pooled.label, result.pooled.n_items, result.pooled.n_pairs) == ("all", 8, 16)
 
 
@@ -181,22 +180,17 @@ def record(item: str, *, e2e: float, prompt_tokens: int) -> RequestRecord:
     )
 
 
-def one_launch(records: list[RequestRecord]) -> SideLaunches:
-    return SideLaunches(runs=(), records=records, samples=tuple(samples_from_records(records)))
-
-
-def test_the_pipeline_step_judges_buckets_by_the_plans_minimum_speedup_and_states_the_rule() -> None:
-    base = [record(f"i{n}", e2e=2.0 + 0.01 * n, prompt_tokens=200 + n) for n in range(4)]
-    cand = [record(f"i{n}", e2e=(2.0 + 0.01 * n) / 1.3, prompt_tokens=200 + n) for n in range(4)]
-    paired = pair_step(one_launch(base), one_launch(cand))
+def test_the_pipeline_judges_buckets_by_the_plans_minimum_speedup_and_states_the_rule() -> None:
     for minimum, outcome in ((1.2, "pays"), (1.4, "faster")):
-        settings = EvidenceSettings(thresholds=Thresholds(min_throughput_speedup=minimum), bootstrap=BOOT)
-        result = segments_step(paired, settings)
-        assert [(s.label, s.outcome) for s in result.segments] == [("128-255", outcome)]
+        policy = settings(min_throughput_speedup=minimum)
+        entry = evidence([1.0, 1.0, 1.0], [1 / 1.3, 1 / 1.31, 1 / 1.29], policy=policy).entries[0]
+        result = entry.segments
+        assert result is not None
+        assert [(s.label, s.outcome) for s in result.segments] == [("0-63", outcome)]
         assert result.policy.min_speedup == minimum
-        assert result.policy.min_items == BOOT.min_clusters
+        assert result.policy.min_items == policy.bootstrap.min_clusters
         assert result.policy.rule == SEGMENT_RULE
-        assert result.bootstrap == BOOT
+        assert result.level == entry.speedup.level if entry.speedup is not None else False
 
 
 def two_launches(speedups: tuple[float, float], prompt_tokens: int, prefix: str) -> list[RequestPair]:
@@ -219,17 +213,17 @@ def two_launches(speedups: tuple[float, float], prompt_tokens: int, prefix: str)
     return out
 
 
-def test_over_two_launches_a_bucket_takes_every_launch_and_its_interval_counts_the_launch_spread() -> None:
+def test_over_two_rounds_a_bucket_takes_every_round_and_its_interval_counts_the_launch_spread() -> None:
     # Short prompts lose in both launches; long ones pay 1.5x in one candidate launch but only 1.2x in the other.
     short, long = two_launches((0.8, 0.8), 40, "s"), two_launches((1.5, 1.2), 300, "l")
     result = segments(short + long)
     short_bucket, long_bucket = result.segments
     assert (long_bucket.label, long_bucket.n_items, long_bucket.n_pairs) == ("256-511", 4, 16)
     base, cand = [p.baseline for p in long], [p.candidate for p in long]
-    assert long_bucket.throughput_speedup == replicated_speedup(base, cand, BOOT).as_ratio_estimate()
-    pooled = replicated_speedup([p.baseline for p in short + long], [p.candidate for p in short + long], BOOT)
-    assert result.pooled.throughput_speedup == pooled.as_ratio_estimate()
-    assert result.replication == ReplicationPolicy()
+    assert long_bucket.throughput_speedup == pair_estimate(base, cand, level=BOOT.level).as_ratio_estimate(16)
+    everything = [p.baseline for p in short + long], [p.candidate for p in short + long]
+    assert result.pooled.throughput_speedup == pair_estimate(*everything, level=BOOT.level).as_ratio_estimate(32)
+    assert result.level == BOOT.level
     # Pooling the 16 pairs as if from one launch hides the spread: the item bootstrap alone would say it pays.
     items_only = throughput_speedup(long, BOOT)
     assert items_only.low is not None and items_only.low >= POLICY.min_speedup
@@ -239,14 +233,16 @@ def test_over_two_launches_a_bucket_takes_every_launch_and_its_interval_counts_t
     assert short_bucket.outcome == "loses"
 
 
-def test_the_pipelines_segments_over_two_launches_are_the_scenarios_speedup_bucket_by_bucket() -> None:
+def test_the_pipelines_segments_over_two_rounds_are_the_scenarios_speedup_bucket_by_bucket() -> None:
     # Every item has the same 7-token prompt: one bucket, which must agree with the scenario's own numbers.
     entry = evidence([1.0, 1.0], [0.8, 0.9]).entries[0]
     assert entry.segments is not None and entry.stats is not None and entry.speedup is not None
     (bucket,) = entry.segments.segments
-    assert entry.segments.pooled.throughput_speedup == entry.stats.throughput_speedup
-    assert bucket.throughput_speedup == entry.speedup.as_ratio_estimate()
+    # The same point as the decision's; the interval rests on this pair's own round variance (the decision's may
+    # be pooled over the run's pairs: here there is only this one).
+    assert entry.segments.pooled.throughput_speedup == entry.speedup.as_ratio_estimate(16)
+    assert bucket.throughput_speedup == entry.speedup.as_ratio_estimate(16)
     assert (bucket.label, bucket.n_items, bucket.n_pairs) == ("0-63", 4, 16)
-    # The decision finds the gain uncertain across launches, and so does the bucket.
+    # The decision finds the gain uncertain across rounds, and so does the bucket.
     assert entry.decision.reason == "insufficient_confidence"
     assert bucket.outcome != "pays"

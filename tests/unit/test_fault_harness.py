@@ -250,6 +250,7 @@ def plan_text(
         "run": {
             "warmup_requests": 1,
             "repeats": 2,
+            "rounds": 1,  # the fault tests are about processes and files: one server per group keeps them quick
             "request_timeout_s": 10.0,
             "scenario_timeout_s": 60.0,
             **(run or {}),

@@ -15,25 +15,23 @@ from specselect.core.status import Decision, EvidenceStatus
 from specselect.engines.base import ScheduleRange, ServeFlags
 from specselect.evidence.mix import MixPolicy
 from specselect.evidence.pipeline import EvidencePolicy, ScenarioEvidence
-from specselect.evidence.replication import ReplicatedEstimate
+from specselect.evidence.rounds.estimate import RoundEstimate
 from specselect.evidence.stats import BootstrapPolicy
 from specselect.plan.traffic import TrafficConfig
 
 FLAGS = ServeFlags(engine_kind="vllm", engine_version="0.32.0+cpu", program=("python",), args=("--model", "m"))
 
 
-def _speedup(point: float, low: float, high: float) -> ReplicatedEstimate:
+def _speedup(point: float, low: float, high: float) -> RoundEstimate:
     """THE speedup of a scenario as the pipeline writes it (what the mix reads)."""
-    return ReplicatedEstimate.model_construct(
-        point=point, low=low, high=high, level=0.95, method="cluster_bootstrap", components=None
-    )
+    return RoundEstimate.model_construct(point=point, low=low, high=high, level=0.95, df=None)
 
 
 def _entry(
     candidate: str, workload: str, level: int, decision: Decision, speedup: tuple[float, float, float]
 ) -> ScenarioEvidence:
     point, low, high = speedup
-    interval = SpeedupInterval(low=low, high=high, level=0.95, n_samples=16, method="m", point=point)
+    interval = SpeedupInterval(low=low, high=high, level=0.95, method="m", point=point, launch_variance_included=True)
     result = DecisionResult.model_construct(
         decision=decision,
         reason="accepted" if decision is Decision.ACCEPT else "below_min_speedup",
@@ -148,9 +146,9 @@ def test_nothing_surely_faster_for_the_mix_keeps_the_baseline() -> None:
     assert option.everywhere.point == pytest.approx(1 / (0.4 / 0.95 + 0.6 / 0.9), rel=1e-6)
 
 
-def test_the_mix_reads_the_speedup_over_every_launch() -> None:
+def test_the_mix_reads_the_speedup_over_every_round() -> None:
     g2 = [e for e in ENTRIES if e.candidate == "g2"]
-    # The same decisions, but the launches disagreed: THE speedup's interval (launch variance in) is wide.
+    # The same decisions, but the rounds disagreed: THE speedup's interval (launch variance in) is wide.
     wide = [e.model_copy(update={"speedup": _speedup(1.3, 0.8, 2.1)}) if e.concurrency == 1 else e for e in g2]
     narrow_mix, wide_mix = (
         mix_advice(_inputs({"repetition": 1.0}, e), {"g2": "draft_model"}, serve=_serve([]), cutoff=lambda n, lv: None)

@@ -29,7 +29,8 @@ def test_cpu_smoke_content() -> None:
     assert plan.engine.env == {"VLLM_CPU_KVCACHE_SPACE": "2"}
     assert (plan.engine.host, plan.engine.port) == ("127.0.0.1", 0)
     assert (plan.sampling.temperature, plan.sampling.max_tokens, plan.sampling.seed) == (0.0, 32, 0)
-    assert (plan.run.concurrency, plan.run.warmup_requests, plan.run.repeats, plan.run.launches) == ((1,), 1, 1, 2)
+    assert (plan.run.concurrency, plan.run.warmup_requests, plan.run.repeats) == ((1,), 1, 1)
+    assert (plan.run.rounds, plan.run.looks, plan.run.sequential_budget_s) == (3, (3, 4), 540.0)
     assert plan.workloads == {
         "general": WorkloadSample(source="builtin:alpacaeval", items=8, seed=0),
         "repetition": "builtin:repetition",
@@ -91,9 +92,11 @@ def test_cpu_smoke_measures_real_chat_prompts_and_the_written_copy_task() -> Non
     assert "# repetition: not a dataset: the copy task written for specselect" in text
 
 
-def test_cpu_aa_is_the_baseline_alone_in_four_launches_on_cpu_smokes_target_and_workloads() -> None:
+def test_cpu_aa_is_the_baseline_and_its_aa_control_in_four_rounds_on_cpu_smokes_target_and_workloads() -> None:
     aa, smoke = load_plan("builtin:cpu-aa").plan, load_plan("builtin:cpu-smoke").plan
-    assert [g.name for g in aa.groups] == ["g0_target_only"]
-    assert (aa.run.launches, aa.run.repeats) == (4, 1)
+    assert [g.name for g in aa.groups] == ["g0_target_only", "g0_target_only.aa"]
+    control = aa.group("g0_target_only.aa")
+    assert (control.is_control, control.runs_target_only, control.control_of) == (True, True, "g0_target_only")
+    assert (aa.run.rounds, aa.run.repeats, aa.run.aa_control) == (4, 1, True)
     assert (aa.target, aa.sampling, aa.workloads) == (smoke.target, smoke.sampling, smoke.workloads)
     assert aa.engine.model_dump() == smoke.engine.model_dump()

@@ -430,7 +430,7 @@ def test_cpu_sweep_builtin() -> None:
     plan = loaded.plan
     assert (plan.target, plan.engine) == (smoke.target, smoke.engine)
     assert plan.workloads == {"repetition": "builtin:repetition"}
-    assert (plan.run.concurrency, plan.sampling.max_tokens, plan.run.repeats, plan.run.launches) == ((1, 2), 32, 1, 2)
+    assert (plan.run.concurrency, plan.sampling.max_tokens, plan.run.repeats, plan.run.rounds) == ((1, 2), 32, 1, 2)
     assert (plan.run.warmup_requests, plan.run.parity_pass, plan.run.early_stop) == (1, "auto", True)
     expected = smoke.thresholds.model_copy(update={"slo_ttft_ms": 2000.0, "slo_tpot_ms": 150.0})
     assert plan.thresholds == expected

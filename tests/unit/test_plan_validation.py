@@ -229,20 +229,33 @@ CASES: list[tuple[dict[str, Any], str]] = [
         "run.repeats: must be >= 1 (got 0) (fix: use 1 to 1000 repeats, e.g. repeats = 3)",
     ),
     (
-        {"run": {"launches": 0}},
-        "run.launches: must be >= 1 (got 0) (fix: use 1 to 20 server launches per group, e.g. launches = 2)",
+        {"run": {"rounds": 0}},
+        "run.rounds: must be >= 1 (got 0) (fix: use 1 to 50 rounds, e.g. rounds = 3)",
+    ),
+    (
+        {"run": {"rounds": 3, "looks": [2, 4]}},
+        "run.looks: the first look is after 2 rounds, but rounds = 3 (fix: set rounds = 2, or make looks start at 3)",
+    ),
+    (
+        {"run": {"rounds": 3, "looks": [3, 3]}},
+        "run.looks: looks [3, 3] are not strictly ascending (fix: list the round counts in ascending order)",
     ),
     (
         {"run": {"launches": 3, "max_launches": 2}},
-        "run.max_launches: max_launches 2 is below launches 3 (fix: set max_launches to at least 3, or remove it)",
+        "run.max_launches: max_launches 2 is below launches 3 (fix: write rounds = 3 and looks = [3, ...] instead)",
     ),
     (
-        {"run": {"launches": 2, "sequential_budget_s": 600.0}},
-        "run.sequential_budget_s: sequential_budget_s limits the rounds max_launches adds, and max_launches is not "
-        "set (fix: set max_launches, e.g. max_launches = 3, or remove sequential_budget_s)",
+        {"run": {"launches": 2, "rounds": 2}},
+        "run.launches: launches/max_launches and rounds/looks are two spellings of one setting (fix: keep rounds (and "
+        "looks) and remove launches and max_launches)",
     ),
     (
-        {"run": {"launches": 2, "max_launches": 3, "sequential_budget_s": 0.0}},
+        {"run": {"rounds": 2, "sequential_budget_s": 600.0}},
+        "run.sequential_budget_s: sequential_budget_s limits the rounds after the first look, and there is only one "
+        "look (fix: add a later look, e.g. looks = [3, 4], or remove sequential_budget_s)",
+    ),
+    (
+        {"run": {"rounds": 2, "looks": [2, 3], "sequential_budget_s": 0.0}},
         "run.sequential_budget_s: must be > 0 (got 0.0) (fix: give the run's time budget in seconds, e.g. "
         "sequential_budget_s = 600)",
     ),

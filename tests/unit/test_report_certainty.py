@@ -1,59 +1,62 @@
-"""The report's "How sure" tables read the evidence of several launches: the A/A noise floor, each launch's
-rate behind THE speedup, and the prediction next to what was measured."""
+"""The report's "How sure" tables read the evidence of paired rounds: each round's ratio and rates behind THE
+speedup with the interval's real level and variance, the A/A controls, and the prediction next to what was
+measured; the decision table labels every interval with its level."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from test_evidence_pipeline_launches import evidence
+from test_evidence_pipeline_rounds import _two, evidence, settings
 
 from specselect.artifacts.results import EvidenceFile, Manifest
+from specselect.evidence.pipeline import Evidence
 from specselect.report.console import DECISION_COLUMNS, decision_rows
 from specselect.report.data import ReportData
-from specselect.report.evidence_tables import launches_spec, noise_floor_spec, prediction_spec
+from specselect.report.evidence_tables import controls_spec, prediction_spec, rounds_spec
 
 
-def _data(baseline: list[float], candidate: list[float]) -> ReportData:
+def _data(found: Evidence) -> ReportData:
     return ReportData(
         root=Path("results/x"),
         manifest=Manifest.model_construct(groups=()),
         preflight=None,
         admission=None,
         groups=(),
-        evidence=EvidenceFile.of(evidence(baseline, candidate)),
+        evidence=EvidenceFile.of(found),
         handoff=None,
     )
 
 
-def test_the_aa_table_shows_the_band_an_accept_must_clear_and_whether_launches_agree() -> None:
-    spec = noise_floor_spec(_data([1.0, 0.95, 0.95, 1.0], [0.8, 0.82, 0.8, 0.82]))
-    assert spec is not None and len(spec.rows) == 1
-    row = dict(zip(spec.columns, spec.rows[0], strict=True))
-    assert row["contains 1.0"] == "yes" and row["launch outputs"] == "24/24 equal"
-    assert row["verdict"] == "pass (aa_consistent)" and row["noise band"].endswith("1.169")
-    assert row["as a candidate"] == "tune (below_min_speedup)"
-
-
-def test_the_aa_table_says_when_the_rule_would_have_accepted_identical_servers() -> None:
-    spec = noise_floor_spec(_data([1.0, 0.7, 1.0, 0.7], [0.8, 0.8, 0.8, 0.8]))
+def test_the_rounds_table_lists_each_rounds_ratio_and_rates_and_the_intervals_level() -> None:
+    spec = rounds_spec(_data(evidence([1.0, 1.0, 1.0], [0.8, 0.9, 0.8], busy=[2])))
     assert spec is not None
     row = dict(zip(spec.columns, spec.rows[0], strict=True))
-    assert row["verdict"] == "fail (aa_interval_excludes_one)" and row["as a candidate"].startswith("accept")
+    assert row["speedup (interval, level)"].startswith("1.18x [") and row["speedup (interval, level)"].endswith("] 95%")
+    assert row["ratio per round"] == "1.25 / 1.11"
+    assert len(row["candidate tok/s per round"].split(" / ")) == 2
+    assert row["variance"] == "pair, df 1.0"
+    assert row["rounds left out"].startswith("round 3: candidate: host busy")
 
 
-def test_the_launch_table_lists_each_launchs_rate_and_one_launch_has_no_row() -> None:
-    spec = launches_spec(_data([1.0, 1.0], [0.8, 0.9]))
+def test_one_round_has_no_rounds_row_and_no_controls_no_control_table() -> None:
+    data = _data(evidence([1.0], [0.8]))
+    spec = rounds_spec(data)
+    assert spec is not None and dict(zip(spec.columns, spec.rows[0], strict=True))["variance"] == "items_only, df 3.0"
+    assert controls_spec(data) is None
+
+
+def test_the_control_table_says_whether_identical_servers_held_1_and_stayed_unaccepted() -> None:
+    found = _two({"g0_target_only.aa": [1.0, 1.02, 0.99], "g1_ngram": [0.8, 0.82, 0.79]}, [1.0, 1.0, 1.0], settings())
+    spec = controls_spec(_data(found))
     assert spec is not None
     row = dict(zip(spec.columns, spec.rows[0], strict=True))
-    assert row["speedup (all launches)"].startswith("1.18x [")
-    assert len(row["candidate tok/s per launch"].split(" / ")) == 2
-    assert launches_spec(_data([1.0], [0.8])) is None
-    assert noise_floor_spec(_data([1.0], [0.8])) is None
+    assert row["contains 1.0"] == "yes" and row["outputs"] == "24/24 equal"
+    assert row["decision"] == "tune (below_min_speedup)"
 
 
 def test_without_telemetry_per_position_there_is_no_prediction_row() -> None:
     # The constructed candidate reports totals only (no per-position acceptance): nothing to predict from.
-    assert prediction_spec(_data([1.0, 1.0], [0.8, 0.8])) is None
+    assert prediction_spec(_data(evidence([1.0, 1.0], [0.8, 0.8]))) is None
 
 
 def test_an_acceptance_rate_without_a_mean_length_is_shown_alone() -> None:
@@ -62,9 +65,11 @@ def test_an_acceptance_rate_without_a_mean_length_is_shown_alone() -> None:
     assert row["acceptance"] == "0.67"
 
 
-def test_the_decision_table_shows_the_latency_interval_that_held_an_accept_back() -> None:
-    file = EvidenceFile.of(evidence([1.0, 1.0], [0.8, 0.8], candidate_ttft=[0.045, 0.054]))
+def test_the_decision_table_labels_the_interval_with_its_level_and_shows_the_latency_mean() -> None:
+    policy = settings(looks=(3, 4), latency_gate="shown_within")
+    file = EvidenceFile.of(evidence([1.0] * 3, [0.8, 0.81, 0.79], candidate_ttft=[0.045, 0.054, 0.05], policy=policy))
     (row,) = [dict(zip(DECISION_COLUMNS, r, strict=True)) for r in decision_rows(file, ())]
-    high = file.entries[0].decision.confidence.latency_intervals["max_ttft_regression_ratio"].high
     assert row["decision"] == "tune" and row["reason"] == "insufficient_latency_confidence"
-    assert row["TTFT p95"].startswith("1.08x [") and row["TTFT p95"].endswith(f", {high:.2f}]")
+    assert row["speedup (interval, level)"].endswith("] 96.25%")
+    ttft = file.entries[0].decision.confidence.latency_intervals["max_ttft_regression_ratio"]
+    assert row["TTFT p95; mean"] == f"1.08x; mean {ttft.point:.2f}x [{ttft.low:.2f}, {ttft.high:.2f}]"

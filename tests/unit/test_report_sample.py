@@ -183,7 +183,7 @@ def _entry(layout: RunLayout, base: GroupResult, cand: GroupResult, concurrency:
     evidence = build_pair_evidence(_side("baseline", b_run, False), _side("candidate", c_run, True))
     point = evidence.throughput_speedup or 1.0
     interval = SpeedupInterval(
-        low=point * 0.93, high=point * 1.07, level=0.95, n_samples=6, samples_per_repeat=3, method="bootstrap"
+        low=point * 0.93, high=point * 1.07, level=0.95, method="paired_rounds_t", df=4.0, launch_variance_included=True
     )
     outputs = {(r.item_id, r.repeat): r.output_token_ids for r in _records(scen, 1.0) if not r.warmup}
     parity = scenario_parity(outputs, dict(outputs))
@@ -369,15 +369,18 @@ def test_sample_run_is_a_valid_results_directory(tmp_path: Path) -> None:
     assert len(data.latencies[("g1_ngram", "copy-c2")].ttft_ms) == 6
 
 
-def test_a_sequential_round_left_out_for_time_is_a_note_of_the_report(tmp_path: Path) -> None:
+def test_rounds_left_out_for_time_are_a_note_of_the_report(tmp_path: Path) -> None:
     from specselect.report.data import load_report_data
-    from specselect.report.markdown import render_markdown
+    from specselect.report.markdown import md_text, render_markdown
 
     layout = build_run(tmp_path / "sample")
     manifest = json.loads(layout.manifest.read_text())
-    why = "launch 3 left out: 501 s spent and ~100 s expected for g0_target_only exceed sequential_budget_s = 600"
+    why = "round 4 left out: 501 s spent and ~100 s expected for g0_target_only exceed sequential_budget_s = 600"
     layout.manifest.write_text(json.dumps({**manifest, "sequential_stop": why}))
     data = load_report_data(layout.root)
-    note = f"sequential rule: {why}; the pairs it would have continued are decided on the launches that ran"
+    note = (
+        f"{why}: the pairs still open are decided on the rounds that ran; raise [run] sequential_budget_s, or run "
+        "on a faster host, for the next look"
+    )
     assert data.notes == (note,)
-    assert note in render_markdown(data)
+    assert md_text(note) in render_markdown(data)

@@ -83,16 +83,20 @@ def test_a_round_is_expected_to_take_each_groups_longest_launch() -> None:
 
 def test_a_round_that_fits_runs_and_one_that_does_not_is_left_out_with_the_figures() -> None:
     base = _timed("g0_target_only", ("2026-12-03T07:00:00+00:00", "2026-12-03T07:01:40+00:00"))
-    assert round_that_does_not_fit(None, 10_000.0, [base], launch=2) is None  # no budget: the rule alone decides
-    assert round_that_does_not_fit(600.0, 500.0, [base], launch=2) is None  # 500 + 100 fits exactly
-    assert round_that_does_not_fit(600.0, 501.0, [base], launch=2) == (
-        "launch 3 left out: 501 s spent and ~100 s expected for g0_target_only exceed sequential_budget_s = 600"
+    assert round_that_does_not_fit(None, 10_000.0, [base], start=2, end=3) is None  # no budget: the rule decides
+    assert round_that_does_not_fit(600.0, 500.0, [base], start=2, end=3) is None  # 500 + 100 fits exactly
+    assert round_that_does_not_fit(600.0, 501.0, [base], start=2, end=3) == (
+        "round 3 left out: 501 s spent and ~100 s expected for g0_target_only exceed sequential_budget_s = 600"
+    )
+    # Two rounds to the next look cost two rounds' time.
+    assert round_that_does_not_fit(600.0, 401.0, [base], start=2, end=4) == (
+        "rounds 3-4 left out: 401 s spent and ~200 s expected for g0_target_only exceed sequential_budget_s = 600"
     )
 
 
 def test_a_round_with_no_timed_launch_to_go_by_is_left_out() -> None:
     untimed = _baseline()  # no start and end times recorded
     assert round_seconds([untimed]) is None
-    assert round_that_does_not_fit(600.0, 0.0, [untimed], launch=2) == (
-        "launch 3 left out: no timed launch of g0_target_only to go by"
+    assert round_that_does_not_fit(600.0, 0.0, [untimed], start=2, end=3) == (
+        "round 3 left out: no timed launch of g0_target_only to go by"
     )

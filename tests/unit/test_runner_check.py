@@ -51,7 +51,7 @@ def _scenario(level: int, recommended: str | None, *candidates: HandoffCandidate
     )
 
 
-def _handoff(tmp_path: Path, *scenarios: HandoffScenario, plan: bool = True, launches: int = 1) -> Path:
+def _handoff(tmp_path: Path, *scenarios: HandoffScenario, plan: bool = True, rounds: int = 1) -> Path:
     loaded = load_plan("builtin:cpu-sweep")
     handoff = Handoff(
         label="cpu-sweep",
@@ -82,7 +82,7 @@ def _handoff(tmp_path: Path, *scenarios: HandoffScenario, plan: bool = True, lau
         ),
         plan=loaded.plan.model_dump(mode="json") if plan else None,
         plan_source="builtin:cpu-sweep",
-        launches=launches,
+        rounds=rounds,
     )
     run = tmp_path / "results" / "cpu-sweep"
     atomic_write_json(run / "handoff.json", handoff.model_dump(mode="json"))
@@ -121,19 +121,19 @@ def test_the_plan_measured_now_holds_only_the_candidate_and_its_checked_scenario
     )
     assert list(plan.workloads) == ["repetition"] and plan.traffic is None
     assert plan.label == "cpu-sweep-check"
-    # As many launches as the recorded run pooled (cpu-sweep: 2), unless asked for fewer; never the sequential rule.
-    assert (plan.run.launches, plan.run.max_launches) == (2, None)
-    assert reduced_plan(load_plan("builtin:cpu-sweep"), recorded, repeats=1, launches=1).plan.run.launches == 1
+    # As many rounds as the recorded run's first look (cpu-sweep: 2), unless asked for fewer; one look only.
+    assert (plan.run.rounds, plan.run.look_rounds) == (2, (2,))
+    assert reduced_plan(load_plan("builtin:cpu-sweep"), recorded, repeats=1, rounds=1).plan.run.rounds == 1
 
 
-def test_a_plan_with_a_sequential_time_budget_is_checked_without_the_sequential_rule(tmp_path: Path) -> None:
-    # builtin:cpu-smoke sets both; the budget means nothing without max_launches and would be refused.
+def test_a_plan_with_later_looks_and_a_time_budget_is_checked_in_its_first_looks_rounds(tmp_path: Path) -> None:
+    # builtin:cpu-smoke sets both; the budget means nothing with one look and would be refused.
     recorded = load_recorded(_handoff(tmp_path, _scenario(1, K3, _candidate(K3, "accept", 2.0))), None)
     loaded = load_plan("builtin:cpu-sweep")
-    run = loaded.plan.run.model_copy(update={"max_launches": 3, "sequential_budget_s": 540.0})
+    run = loaded.plan.run.model_copy(update={"rounds": 3, "looks": (3, 4), "sequential_budget_s": 540.0})
     sequential = loaded.model_copy(update={"plan": loaded.plan.model_copy(update={"run": run})})
     plan = reduced_plan(sequential, recorded, repeats=1).plan
-    assert (plan.run.max_launches, plan.run.sequential_budget_s) == (None, None)
+    assert (plan.run.rounds, plan.run.looks, plan.run.sequential_budget_s) == (3, (), None)
 
 
 def test_the_cost_is_stated_from_the_recorded_timings(tmp_path: Path) -> None:
@@ -144,22 +144,21 @@ def test_the_cost_is_stated_from_the_recorded_timings(tmp_path: Path) -> None:
     assert cost.measure_s == pytest.approx(9 * 1.5 + 9 * 0.75)
     assert cost.seconds == pytest.approx(64 + 20.25)
     assert cost.line() == (
-        "2 server starts (1 launch per side, ~64 s) and 18 requests (~20 s): ~1.4 min, from the recorded run's "
-        "timings; the speedup is shown, not judged: 1 launch per side's interval has no launch-to-launch variance "
-        "(--launches 2 judges it)"
+        "2 server starts (1 round, ~64 s) and 18 requests (~20 s): ~1.4 min, from the recorded run's "
+        "timings; the speedup is shown, not judged: 1 round's interval has no launch-to-launch variance "
+        "(--rounds 2 judges it)"
     )
 
 
-def test_the_cost_counts_every_launch_and_says_what_one_launch_misses(tmp_path: Path) -> None:
-    recorded = load_recorded(_handoff(tmp_path, _scenario(1, K3, _candidate(K3, "accept", 2.0)), launches=2), None)
-    two = check_cost(recorded, {"repetition": 8}, repeats=1, warmup=1, launches=2)
+def test_the_cost_counts_every_round_and_says_what_one_round_misses(tmp_path: Path) -> None:
+    recorded = load_recorded(_handoff(tmp_path, _scenario(1, K3, _candidate(K3, "accept", 2.0)), rounds=2), None)
+    two = check_cost(recorded, {"repetition": 8}, repeats=1, warmup=1, rounds=2)
     assert (two.servers, two.requests, two.seconds) == (4, 36, pytest.approx(2 * (64 + 20.25)))
-    assert two.line().startswith("4 server starts (2 launches per side, ~128 s) and 36 requests")
+    assert two.line().startswith("4 server starts (2 rounds, ~128 s) and 36 requests")
     assert "not judged" not in two.line()
-    one = check_cost(recorded, {"repetition": 8}, repeats=1, warmup=1, launches=1)
+    one = check_cost(recorded, {"repetition": 8}, repeats=1, warmup=1, rounds=1)
     assert one.line().endswith(
-        "; the speedup is shown, not judged: 1 launch per side's interval has no "
-        "launch-to-launch variance (--launches 2 judges it)"
+        "; the speedup is shown, not judged: 1 round's interval has no launch-to-launch variance (--rounds 2 judges it)"
     )
 
 

@@ -1,14 +1,15 @@
-"""Several server launches per group (`[run] launches`), through the runner, against the stand-in SGLang server.
+"""Paired rounds (`[run] rounds`, `looks`) through the runner, against the stand-in SGLang server.
 
-A real launch is a vLLM server start (tests/e2e runs builtin:cpu-smoke with two); here the stand-in shows what
-only a chosen interruption can: the mirrored order of the rounds, the records of each launch, and a resume that
-keeps the launches that finished and reruns the one that was interrupted.
+A real launch is a vLLM server start (tests/e2e runs builtin:cpu-smoke); here the stand-in shows what only a
+chosen interruption can: the alternating order of the rounds, the records of each launch, a resume that keeps
+the launches that finished and reruns the one that was interrupted, and the looks' choice of who runs on.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -24,8 +25,12 @@ from specselect.artifacts.verify import verify_run
 from specselect.engines.sglang import engine as sglang_engine_module
 from specselect.engines.sglang.engine import SglangEngine
 from specselect.errors import InterruptedRun
+from specselect.evidence.pipeline import Evidence
 from specselect.evidence.sweeps.schedule import DerivedSchedule
+from specselect.runner import run as run_module
 from specselect.runner import schedule as schedule_module
+from specselect.runner.conclusion import look
+from specselect.runner.context import RunContext
 from specselect.runner.progress import SilentProgress
 from specselect.runner.run import RunOptions, run_plan
 
@@ -43,7 +48,7 @@ env = { PYTHONPATH = "SITE" }
 max_tokens = 8
 [run]
 repeats = 2
-launches = 2
+rounds = 2
 warmup_requests = 1
 parity_pass = "off"
 [workloads]
@@ -92,9 +97,7 @@ def _records(path: Path) -> list[dict[str, object]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def test_two_launches_run_in_mirrored_rounds_and_each_launch_continues_the_passes(
-    tmp_path: Path, one_gpu: None
-) -> None:
+def test_two_rounds_alternate_their_order_and_each_launch_continues_the_passes(tmp_path: Path, one_gpu: None) -> None:
     progress = Stages()
     out = run_plan(_options(tmp_path), progress)
 
@@ -103,9 +106,9 @@ def test_two_launches_run_in_mirrored_rounds_and_each_launch_continues_the_passe
         "g0_target_only",
         "g1_ngram",
         "g2_ngram",
-        "g2_ngram, launch 2 of 2",
-        "g1_ngram, launch 2 of 2",
-        "g0_target_only, launch 2 of 2",
+        "g2_ngram, round 2 of 2",
+        "g1_ngram, round 2 of 2",
+        "g0_target_only, round 2 of 2",
     ]
     for group in out.groups:
         assert group.launches_planned == 2
@@ -127,7 +130,7 @@ def test_two_launches_run_in_mirrored_rounds_and_each_launch_continues_the_passe
 
 def test_a_resume_keeps_finished_launches_and_reruns_the_interrupted_one(tmp_path: Path, one_gpu: None) -> None:
     with pytest.raises(InterruptedRun):
-        run_plan(_options(tmp_path), Stages(stop_at="starting server for g1_ngram (launch 2 of 2)"))
+        run_plan(_options(tmp_path), Stages(stop_at="starting server for g1_ngram (round 2 of 2)"))
     layout = RunLayout(tmp_path / "res" / "launches")
     kept = load_document(layout.group_summary("g2_ngram"), GroupResult)
     interrupted = load_document(layout.group_summary("g1_ngram"), GroupResult)
@@ -138,8 +141,8 @@ def test_a_resume_keeps_finished_launches_and_reruns_the_interrupted_one(tmp_pat
     out = run_plan(_options(tmp_path, resume=True), progress)
 
     assert [s for s in progress.stages if s.startswith("group ")] == [
-        "group g1_ngram, launch 2 of 2",
-        "group g0_target_only, launch 2 of 2",
+        "group g1_ngram, round 2 of 2",
+        "group g0_target_only, round 2 of 2",
     ]
     by_name = {g.group: g for g in out.groups}
     assert by_name["g2_ngram"].relaunches == kept.relaunches
@@ -147,20 +150,24 @@ def test_a_resume_keeps_finished_launches_and_reruns_the_interrupted_one(tmp_pat
     assert verify_run(layout.root).ok
 
 
-def test_sequential_launches_stop_when_the_rule_has_no_interval_to_narrow(tmp_path: Path, one_gpu: None) -> None:
-    # One workload item: no bootstrap interval, so the rule stops every pair (more launches cannot settle it).
+def test_after_a_look_only_the_candidates_the_rule_names_run_on_with_their_baseline(
+    tmp_path: Path, one_gpu: None
+) -> None:
     opts = _options(tmp_path)
-    text = Path(opts.plan_ref).read_text().replace("launches = 2\n", "launches = 2\nmax_launches = 3\n")
-    (tmp_path / "one.jsonl").write_text('{"id": "only", "messages": [{"role": "user", "content": "hi"}]}\n')
-    Path(opts.plan_ref).write_text(text.replace('general = "builtin:general"', 'general = "one.jsonl"'))
-    progress = Stages()
+    Path(opts.plan_ref).write_text(
+        Path(opts.plan_ref).read_text().replace("rounds = 2\n", "rounds = 2\nlooks = [2, 3]\n")
+    )
+    progress = Lines()
     out = run_plan(opts, progress)
 
-    assert not any("sequential" in s for s in progress.stages)
-    assert all(len(g.relaunches) == 1 for g in out.groups)
-    assert out.evidence is not None and out.evidence.sequential is not None
-    assert {(s.action, s.reason) for s in out.evidence.sequential.steps} == {("stop", "no_interval")}
-    assert out.evidence.policy.bootstrap.level == pytest.approx(1 - 0.05 / 2)  # Bonferroni: looks after 2 and 3
+    (said,) = [line for line in progress.lines if line.startswith("look 1 after 2 rounds")]
+    on = said.split(": ", 1)[1].removesuffix(" run on").split(", ") if said.endswith(" run on") else []
+    launches = {g.group: 1 + len(g.relaunches) for g in out.groups}
+    assert {name for name, n in launches.items() if n == 3} == ({*on, "g0_target_only"} if on else set())
+    assert out.evidence is not None and out.evidence.plan is not None
+    assert out.evidence.plan.rounds_done == (3 if on else 2)
+    assert [p.rounds for p in out.evidence.looks] == ([2, 3] if on else [2])
+    assert out.evidence.looks[0].level == pytest.approx(1 - 0.025 * 2 / 3 * 2)  # look 1 spends 2/3 of 2.5 %
 
 
 def test_a_schedule_candidates_second_launch_runs_the_schedule_its_first_launch_derived(
@@ -208,20 +215,25 @@ class Lines(Stages):
         self.lines.append(text)
 
 
-def test_a_sequential_round_that_would_overrun_the_time_budget_is_left_out_and_recorded(
-    tmp_path: Path, one_gpu: None
+def test_rounds_after_a_look_that_would_overrun_the_time_budget_are_left_out_and_recorded(
+    tmp_path: Path, one_gpu: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # The stand-in reports no peak memory, so its pairs are incomplete and settled: here the look keeps g1 open.
+    def open_look(run: RunContext, groups: Sequence[GroupResult]) -> Evidence:
+        found = look(run, groups)
+        assert found.plan is not None
+        return found.model_copy(update={"plan": found.plan.model_copy(update={"continuing": ("g1_ngram",)})})
+
+    monkeypatch.setattr(run_module, "look", open_look)
     opts = _options(tmp_path)
-    extra = "launches = 2\nmax_launches = 3\nsequential_budget_s = 1.0\n"
-    Path(opts.plan_ref).write_text(Path(opts.plan_ref).read_text().replace("launches = 2\n", extra))
+    extra = "rounds = 2\nlooks = [2, 3]\nsequential_budget_s = 1.0\n"
+    Path(opts.plan_ref).write_text(Path(opts.plan_ref).read_text().replace("rounds = 2\n", extra))
     progress = Lines()
     out = run_plan(opts, progress)
 
     assert all(len(g.relaunches) == 1 for g in out.groups)  # no third launch
     assert out.manifest is not None and out.manifest.sequential_stop is not None
-    assert out.manifest.sequential_stop.startswith("launch 3 left out: ")
+    assert out.manifest.sequential_stop.startswith("round 3 left out: ")
     assert out.manifest.sequential_stop.endswith("exceed sequential_budget_s = 1")
-    assert f"sequential: {out.manifest.sequential_stop}" in progress.lines
-    # The pairs it would have continued stay open in the evidence's record of the rule.
-    assert out.evidence is not None and out.evidence.sequential is not None
-    assert out.evidence.sequential.n_continuing >= 1
+    assert f"rounds: {out.manifest.sequential_stop}" in progress.lines
+    assert out.evidence is not None and out.evidence.plan is not None and out.evidence.plan.rounds_done == 2

@@ -89,6 +89,7 @@ kind = "openai"
 max_tokens = 8
 [run]
 repeats = 1
+rounds = 1                  # one round: these tests are about endpoints, not intervals
 warmup_requests = 1
 [workloads]
 general = "builtin:general"

@@ -112,7 +112,15 @@ def test_a_paying_candidate_is_measured_at_every_level_with_goodput_and_a_budget
     assert all(g.goodput.share_met == 1.0 and g.goodput.goodput_rps for g in sweeps.goodput)
     manifest = load_document(out.layout.manifest, Manifest)
     assert manifest.budget is not None and manifest.budget.servers == 0  # endpoints: nothing to start
-    assert [s.name for s in manifest.budget.per_scenario] == ["g1_ngram/general-c1", "g1_ngram/general-c2"]
+    # The candidate's two rounds and the baseline's second: every round's scenarios, named by launch.
+    assert [s.name for s in manifest.budget.per_scenario] == [
+        "g1_ngram/general-c1/round1",
+        "g1_ngram/general-c2/round1",
+        "g1_ngram/general-c1/round2",
+        "g1_ngram/general-c2/round2",
+        "g0_target_only/general-c1/round2",
+        "g0_target_only/general-c2/round2",
+    ]
     html, md = write_reports(out.layout.root)
     markdown = md.read_text()
     assert "## Sweeps" in markdown and "no cut-off needed" in markdown and "Goodput under the SLOs" in markdown

@@ -35,6 +35,7 @@ env = { PYTHONPATH = "SITE" }
 max_tokens = 8
 [run]
 repeats = 2
+rounds = 1
 warmup_requests = 1
 parity_pass = "off"
 [workloads]

@@ -44,7 +44,7 @@ def shared_admission_key(cand: Candidate) -> tuple[str, ...] | None:
 
 
 def admit_plan(plan: Plan, gather: Callable[[Candidate], Gathered]) -> Admissions:
-    """Run the six gates for every candidate of the plan (baselines are not candidates).
+    """Run the six gates for every candidate of the plan (baselines and A/A controls are not candidates).
 
     `gather` is the plan's engine finding one candidate's facts (`Engine.admit` on the candidate's track).
     """
@@ -52,7 +52,7 @@ def admit_plan(plan: Plan, gather: Callable[[Candidate], Gathered]) -> Admission
     gathered: dict[str, Gathered] = {}
     shared: dict[tuple[str, ...], Gathered] = {}
     for cand in plan.groups:
-        if cand.is_baseline:
+        if cand.runs_target_only:
             continue
         key = shared_admission_key(cand)
         got = shared.get(key) if key is not None else None

@@ -6,7 +6,7 @@ from pydantic import BaseModel, ConfigDict
 
 from specselect.artifacts.docbase import ResultsDocument
 from specselect.evidence.acceptance import AcceptanceSpread
-from specselect.evidence.regression import MIN_JUDGED_LAUNCHES, REGRESSION_RULE, Problem, SpeedupSpan, speedup_judged
+from specselect.evidence.regression import MIN_JUDGED_ROUNDS, REGRESSION_RULE, Problem, SpeedupSpan, speedup_judged
 
 __all__ = ["CheckCost", "CheckReport", "CheckScenario"]
 
@@ -17,10 +17,10 @@ class CheckCost(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     servers: int
-    launches: int = 1
-    """Server launches per side (the measured plan's `[run] launches`, or `--launches`)."""
-    recorded_launches: int = 1
-    """Launches per group the recorded run pooled."""
+    rounds: int = 1
+    """Paired rounds (the measured plan's `[run] rounds`, or `--rounds`): each side launched once per round."""
+    recorded_rounds: int = 1
+    """Rounds before the recorded run's first look."""
     startup_s: float
     """Seconds of server start-up, as the recorded run's servers took."""
     requests: int
@@ -29,15 +29,15 @@ class CheckCost(BaseModel):
     seconds: float
 
     def line(self) -> str:
-        per_side = f"{self.launches} launch{'es' if self.launches != 1 else ''} per side"
+        per_side = f"{self.rounds} round{'s' if self.rounds != 1 else ''}"
         text = (
             f"{self.servers} server starts ({per_side}, ~{self.startup_s:.0f} s) and {self.requests} requests "
             f"(~{self.measure_s:.0f} s): ~{self.seconds / 60:.1f} min, from the recorded run's timings"
         )
-        if not speedup_judged(self.launches):
+        if not speedup_judged(self.rounds):
             text += (
                 f"; the speedup is shown, not judged: {per_side}'s interval has no launch-to-launch variance "
-                f"(--launches {MIN_JUDGED_LAUNCHES} judges it)"
+                f"(--rounds {MIN_JUDGED_ROUNDS} judges it)"
             )
         return text
 
@@ -51,7 +51,7 @@ class CheckScenario(BaseModel):
     recorded_speedup: SpeedupSpan
     speedup: SpeedupSpan | None
     speedup_judged: bool = False
-    """Whether `speedup` was judged against `recorded_speedup` (only over >= 2 launches per side; and False
+    """Whether `speedup` was judged against `recorded_speedup` (only over >= 2 rounds; and False
     before it was measured)."""
     recorded_acceptance: AcceptanceSpread | None
     acceptance: AcceptanceSpread | None

@@ -10,7 +10,7 @@ import specselect
 
 __all__ = ["RESULTS_SCHEMA_VERSION", "ResultsDocument"]
 
-RESULTS_SCHEMA_VERSION = 1
+RESULTS_SCHEMA_VERSION = 2
 """Version of every document in this module; readers refuse other versions with a clear message."""
 
 

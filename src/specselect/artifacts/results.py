@@ -31,8 +31,9 @@ from specselect.engines.acceptance import SpecTelemetry
 from specselect.engines.base import ReleaseCheck, SanityResult
 from specselect.engines.capabilities import AnyCapabilities
 from specselect.engines.endpoints import EndpointProbe, TrafficCheck
-from specselect.evidence.pipeline import Evidence, EvidencePolicy, ScenarioEvidence, ScenarioNoiseFloor
-from specselect.evidence.sequential import SequentialPlan
+from specselect.evidence.pipeline import Evidence, EvidencePolicy, ScenarioEvidence
+from specselect.evidence.rounds.estimate import VariancePool
+from specselect.evidence.rounds.looks import LookPoint, RoundsPlan
 from specselect.evidence.sweeps import DerivedSchedule, DurationEstimate, SweepAnalysis
 from specselect.measure.hostload import HostLoad
 from specselect.measure.memory import PeakMemory
@@ -65,7 +66,7 @@ __all__ = [
     "ScenarioRun",
 ]
 
-GroupRole = Literal["baseline", "candidate"]
+GroupRole = Literal["baseline", "candidate", "control"]
 
 
 class AuditFinding(BaseModel):
@@ -320,7 +321,7 @@ class Manifest(ResultsDocument):
     budget: DurationEstimate | None = None
     """A sweep's expected duration for the groups after the baseline, stated before they ran."""
     sequential_stop: str | None = None
-    """Why the sequential rule's next round was left out while pairs were still open (`[run] sequential_budget_s`)."""
+    """Why the rounds after a look were left out while pairs were still open (`[run] sequential_budget_s`)."""
 
 
 class EvidenceFile(ResultsDocument):
@@ -331,10 +332,13 @@ class EvidenceFile(ResultsDocument):
     verdicts: dict[str, str]
     sweeps: SweepAnalysis | None = None
     """Crossover concurrency, proposal-length choices, goodput and early stops, when the run swept anything."""
-    noise_floors: tuple[ScenarioNoiseFloor, ...] = ()
-    """The baselines' A/A noise floors, per track and scenario (baselines measured in two or more launches)."""
-    sequential: SequentialPlan | None = None
-    """With `[run] max_launches`: each pair's last step of the sequential rule, launches spent and saved."""
+    controls: tuple[ScenarioEvidence, ...] = ()
+    """A/A controls (`[run] aa_control`): the baseline's configuration measured as if it were a candidate."""
+    pools: tuple[VariancePool, ...] = ()
+    """Per metric, the run's round variances at the last look and whether they were pooled."""
+    looks: tuple[LookPoint, ...] = ()
+    plan: RoundsPlan | None = None
+    """The rule at the last look: every pair's state and why no more rounds ran."""
 
     @classmethod
     def of(cls, evidence: Evidence) -> EvidenceFile:
@@ -344,6 +348,8 @@ class EvidenceFile(ResultsDocument):
             entries=evidence.entries,
             verdicts=evidence.verdicts,
             sweeps=evidence.sweeps,
-            noise_floors=evidence.noise_floors,
-            sequential=evidence.sequential,
+            controls=evidence.controls,
+            pools=evidence.pools,
+            looks=evidence.looks,
+            plan=evidence.plan,
         )

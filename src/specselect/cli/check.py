@@ -23,10 +23,10 @@ def _repeats(text: str) -> int:
     return value
 
 
-def _launches(text: str) -> int:
+def _rounds(text: str) -> int:
     value = int(text)
-    if not 1 <= value <= 20:
-        raise argparse.ArgumentTypeError("give 1 to 20 launches")
+    if not 1 <= value <= 50:
+        raise argparse.ArgumentTypeError("give 1 to 50 rounds")
     return value
 
 
@@ -46,10 +46,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--candidate", help="the configuration to check (default: the hand-off's recommendation)")
     parser.add_argument("--repeats", type=_repeats, default=1, help="passes over the items per side (default: 1)")
     parser.add_argument(
+        "--rounds",
         "--launches",
-        type=_launches,
-        help="server launches per side (default: the plan's [run] launches, as the recorded interval pooled; "
-        "1 is quicker, and its speedup is then shown, not judged: one launch's interval has no launch variance)",
+        dest="rounds",
+        type=_rounds,
+        help="paired rounds, each side launched once per round (default: the plan's [run] rounds, as the recorded "
+        "interval's first look; 1 is quicker, and its speedup is then shown, not judged: one round's interval has "
+        "no launch variance); --launches is the older name",
     )
     parser.add_argument(
         "--out", type=Path, help="where the check's records and check.json go (default: <label>-check next to the run)"
@@ -67,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
         plan_ref=args.plan,
         candidate=args.candidate,
         repeats=args.repeats,
-        launches=args.launches,
+        rounds=args.rounds,
         out_dir=args.out,
         home=default_home(),
     )

@@ -7,10 +7,13 @@ import json
 import sys
 from pathlib import Path
 
+from rich.markup import escape
+
 from specselect.common.home import default_home
 from specselect.report import write_reports
 from specselect.report.console import admission_table, decision_table, groups_table, make_console
 from specselect.report.sweep_tables import sweep_summary_lines
+from specselect.report.trust import trust_lines
 from specselect.runner.progress import make_progress
 from specselect.runner.run import RunOptions, RunOutcome, run_plan
 
@@ -101,6 +104,9 @@ def run(args: argparse.Namespace) -> int:
             console.print(f"  sweep: {line}")
     if outcome.handoff is not None and outcome.handoff.mix is not None:
         console.print(f"  traffic mix: {outcome.handoff.mix.recommendation}")
+    stop = outcome.manifest.sequential_stop if outcome.manifest is not None else None
+    for line in trust_lines(outcome.evidence, stop):
+        console.print(f"  [bold]not fully trusted[/bold]: {escape(line)}")
     console.print(f"results: {outcome.layout.root}")
     if reports:
         console.print(f"report:  {reports[0]}  (Markdown: {reports[1]})")

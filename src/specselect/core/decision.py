@@ -1,32 +1,28 @@
-"""The decision rule of section 5, plus the statistical-confidence guard on accepting.
+"""The decision rule of section 5, plus the statistical-confidence guards on accepting.
 
 Order: evidence not comparable/incomplete -> ``not_evaluated``; incomplete -> ``tune``; quality failed ->
 ``reject``; all four thresholds met -> ``accept``; otherwise ``tune``. Acceptance rate is never a gate.
 
-With a speedup interval, an accept whose interval reaches below ``min_throughput_speedup`` becomes
-``tune`` (``insufficient_confidence``) with an estimate of the extra repeats needed, assuming the
-interval's lower half-width shrinks as 1/sqrt(n); a threshold-failed tune whose whole interval lies
-below 1.0 is a ``net_slowdown``.
+With a speedup interval, an accept needs the interval's low at or above ``min_throughput_speedup`` (else
+``tune``, ``insufficient_confidence``), and an interval that carries no launch-to-launch variation (one round:
+the items' variation alone) cannot support one (``tune``, ``no_launch_replication``): its width says nothing
+about how far the next launch lands. A threshold-failed tune whose whole interval lies below 1.0 is a
+``net_slowdown``.
 
-With latency intervals (the TTFT and E2E p95 ratios', keyed by their check), an accept also needs each interval's
-high inside its limit: a latency check whose point passes but whose interval reaches above the limit leaves the
-pair ``tune`` (``insufficient_latency_confidence``), the check named in ``Confidence.unsettled_checks``. A
-regression is not a point: run to run on a 2-core host the TTFT p95 ratio of one pair moved from 0.89 to 1.74,
-enough to flip accept and tune when the points alone were compared.
-
-With an A/A noise floor (the baseline against an independent launch of itself, `NoiseFloor`), an accept also
-needs the gain to clear the A/A band: a point inside the band is ``within_noise_floor`` before anything else
-(more repeats of the same launches cannot move it out), and so is an interval low inside it once the interval
-clears the threshold. The outcome is the check ``outside_noise_floor``, present only when a floor is given.
+With latency intervals (of the mean TTFT and mean E2E ratios, paired by round, keyed by the check whose limit
+they are held to), the plan's ``latency_gate`` says what they must show: ``not_clearly_worse`` -- the
+interval's low above the limit fails the gate (``ttft_mean_regression`` / ``e2e_mean_regression``);
+``shown_within`` -- also an interval that reaches above the limit keeps an accept back
+(``insufficient_latency_confidence``, the check in ``Confidence.unsettled_checks``). The p95 ratios stay
+the contract's checks, compared as points.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from specselect.core.pairing import MemoryFigure, PairEvidence
 from specselect.core.status import Decision, EvidenceStatus
@@ -35,17 +31,16 @@ __all__ = [
     "CHECK_NAMES",
     "CHECK_REASONS",
     "LATENCY_CHECKS",
-    "LATENCY_RATIO_OF",
+    "LATENCY_GATE_REASONS",
     "LATENCY_UNSETTLED",
-    "NOISE_FLOOR_CHECK",
-    "WITHIN_NOISE_FLOOR",
+    "NO_INTERVAL",
+    "NO_LAUNCH_REPLICATION",
     "Confidence",
     "ConfidenceStatus",
     "DecisionResult",
-    "NoiseFloor",
+    "LatencyGate",
     "SpeedupInterval",
     "Thresholds",
-    "clears_noise_floor",
     "decide",
     "summarize_verdict",
 ]
@@ -62,22 +57,23 @@ CHECK_REASONS: tuple[tuple[str, str], ...] = (
 """Threshold check -> the reason a failure of it contributes, in the order reasons are combined."""
 
 CHECK_NAMES: tuple[str, ...] = ("quality_ok", *(name for name, _ in CHECK_REASONS))
-"""The keys of `DecisionResult.checks` (plus `NOISE_FLOOR_CHECK` when a noise floor is given)."""
+"""The keys of `DecisionResult.checks` (plus the latency gates' when `decide` got latency intervals)."""
 
-NOISE_FLOOR_CHECK = "outside_noise_floor"
-"""The check of a claimed gain against the A/A noise band; in `checks` only when `decide` got a noise floor."""
-WITHIN_NOISE_FLOOR = "within_noise_floor"
-"""The reason of a tune whose speedup an identical server could show against itself."""
-LATENCY_UNSETTLED = "insufficient_latency_confidence"
-"""The reason of a tune whose latency points pass but an interval reaches above its limit."""
-LATENCY_RATIO_OF: dict[str, str] = {
-    "max_ttft_regression_ratio": "ttft_ratio",
-    "max_e2e_p95_regression_ratio": "e2e_p95_ratio",
+LATENCY_CHECKS: tuple[str, ...] = ("max_ttft_regression_ratio", "max_e2e_p95_regression_ratio")
+"""The limits `decide` accepts latency intervals for (of the mean TTFT and mean E2E ratios)."""
+LATENCY_GATE_REASONS: dict[str, tuple[str, str]] = {
+    "max_ttft_regression_ratio": ("ttft_mean_gate", "ttft_mean_regression"),
+    "max_e2e_p95_regression_ratio": ("e2e_mean_gate", "e2e_mean_regression"),
 }
-"""Latency check -> the `PairEvidence` ratio it compares."""
-LATENCY_CHECKS: tuple[str, ...] = tuple(LATENCY_RATIO_OF)
-"""The checks `decide` accepts latency intervals for."""
+"""Latency limit -> (its gate's key in `checks`, the reason a clearly worse mean ratio gives)."""
+LATENCY_UNSETTLED = "insufficient_latency_confidence"
+"""The reason of a tune whose latency interval reaches above its limit under ``shown_within``."""
+NO_LAUNCH_REPLICATION = "no_launch_replication"
+"""The reason of a tune whose speedup interval holds no launch-to-launch variation (one round)."""
+NO_INTERVAL = "no_interval"
+"""The reason of a tune that needed an interval (`decide(..., require_interval=True)`) and had none."""
 
+LatencyGate = Literal["not_clearly_worse", "shown_within"]
 ConfidenceStatus = Literal["confident", "insufficient", "not_assessed"]
 
 _DECISION_ORDER: tuple[Decision, ...] = (Decision.ACCEPT, Decision.TUNE, Decision.REJECT, Decision.NOT_EVALUATED)
@@ -92,22 +88,25 @@ class Thresholds(BaseModel):
     max_ttft_regression_ratio: _Limit = 1.10
     max_e2e_p95_regression_ratio: _Limit = 1.05
     max_peak_memory_mb: _Limit | None = None
+    latency_gate: LatencyGate = "not_clearly_worse"
+    """What a latency interval must show: not clearly above its limit, or shown to lie within it."""
 
 
 class SpeedupInterval(BaseModel):
-    """A confidence interval of the throughput speedup (made by ``specselect.evidence.stats``)."""
+    """A confidence interval of a ratio (made by ``specselect.evidence``), with what it rests on."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     low: _Finite
     high: _Finite
     level: Annotated[float, Field(strict=True, gt=0, lt=1)]
-    n_samples: Annotated[StrictInt, Field(ge=1)]
-    samples_per_repeat: Annotated[StrictInt, Field(ge=1)] | None = None
-    """Paired samples one repeat contributes; None when each sample is one repeat."""
     method: str = Field(min_length=1)
     point: _Finite | None = None
-    """The interval's own point estimate; when given, the extra-repeats projection starts from it."""
+    """The interval's own point estimate: the number the checks compare."""
+    df: Annotated[float, Field(gt=0)] | None = None
+    """Degrees of freedom of a t interval (None: not a t interval, or unbounded)."""
+    launch_variance_included: bool = False
+    """True when the interval holds the launch-to-launch variation (two or more rounds); an accept needs it."""
 
     @model_validator(mode="after")
     def _ordered(self) -> SpeedupInterval:
@@ -116,45 +115,18 @@ class SpeedupInterval(BaseModel):
         return self
 
 
-class NoiseFloor(BaseModel):
-    """The A/A spread: how far from 1.0 the baseline's speedup over an independent launch of itself reaches."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    spread_log: Annotated[float, Field(strict=True, ge=0, allow_inf_nan=False)]
-    """max(|log low|, |log high|) of the A/A speedup interval: identical servers land within exp(+-spread_log)."""
-    level: Annotated[float, Field(strict=True, gt=0, lt=1)]
-    method: str = Field(min_length=1)
-
-    @property
-    def band_high(self) -> float:
-        """The largest speedup an identical server showed against itself (exp(spread_log))."""
-        return math.exp(self.spread_log)
-
-
-def _claimed(point: float, interval: SpeedupInterval | None) -> float:
-    # The interval's own point when it carries one: the check judges one statistic, the one the interval is of.
-    return interval.point if interval is not None and interval.point is not None else point
-
-
-def clears_noise_floor(point: float, interval: SpeedupInterval | None, floor: NoiseFloor) -> bool:
-    """True when the claimed gain lies above the A/A band: the interval's low (the point without one) > band high."""
-    return (interval.low if interval is not None else _claimed(point, interval)) > floor.band_high
-
-
 class Confidence(BaseModel):
-    """How sure the speedup verdict is, given an interval."""
+    """How sure the verdict is, given intervals."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     status: ConfidenceStatus = "not_assessed"
     interval: SpeedupInterval | None = None
-    extra_repeats_estimate: int | None = None
-    """Extra repeats for the interval to clear the threshold; None when not applicable or unbounded."""
     latency_intervals: dict[str, SpeedupInterval] = Field(default_factory=dict)
-    """`LATENCY_CHECKS` name -> the interval of the ratio that check compares (when `decide` got one)."""
+    """`LATENCY_CHECKS` name -> the interval of the mean ratio held to that limit (when `decide` got one)."""
+    latency_gate: LatencyGate | None = None
     unsettled_checks: tuple[str, ...] = ()
-    """Latency checks whose point passes but whose interval reaches above the limit."""
+    """Latency limits whose interval reaches above them under ``shown_within`` (they kept an accept back)."""
 
 
 class DecisionResult(BaseModel):
@@ -167,7 +139,7 @@ class DecisionResult(BaseModel):
     """Stable snake_case; several failed thresholds are joined with ``+`` in `CHECK_REASONS` order."""
     policy: Thresholds
     checks: dict[str, bool | None]
-    """`CHECK_NAMES` -> passed / failed / None (not assessed, or no limit set)."""
+    """`CHECK_NAMES` -> passed / failed / None (not assessed, or no limit set); plus the latency gates."""
     confidence: Confidence = Field(default_factory=Confidence)
     evidence_status: EvidenceStatus
     failed_checks: tuple[str, ...] = ()
@@ -212,55 +184,9 @@ def _failure_detail(name: str, evidence: PairEvidence, policy: Thresholds) -> st
     return f"{name}: {value:.4g} {op} {limit:.4g}"
 
 
-def _extra_repeats(point: float, threshold: float, interval: SpeedupInterval) -> int | None:
-    """Extra repeats so that ``point - (point - low) * sqrt(n / n')`` reaches ``threshold``."""
-    margin = point - threshold
-    spread = point - interval.low
-    if margin <= 0 or spread <= 0:
-        return None
-    needed = interval.n_samples * (spread / margin) ** 2
-    if not math.isfinite(needed) or needed > 1e12:
-        return None
-    # The tolerance keeps float noise (45.000000001) from costing a whole extra repeat.
-    extra_samples = max(math.ceil(needed - interval.n_samples - 1e-9 * needed), 1)
-    per_repeat = interval.samples_per_repeat or 1
-    return max(math.ceil(extra_samples / per_repeat), 1)
-
-
-def _within_noise_floor(
-    checks: dict[str, bool | None],
-    evidence: PairEvidence,
-    thresholds: Thresholds,
-    interval: SpeedupInterval | None,
-    floor: NoiseFloor,
-) -> DecisionResult:
-    point = _claimed(_present(evidence.throughput_speedup, "throughput_speedup"), interval)
-    inside_point = point <= floor.band_high
-    what, value = ("point", point) if inside_point or interval is None else ("interval low", interval.low)
-    return DecisionResult(
-        decision=Decision.TUNE,
-        reason=WITHIN_NOISE_FLOOR,
-        policy=thresholds,
-        checks=checks,
-        # More repeats of the same launches do not shrink launch-to-launch noise: no extra-repeats estimate.
-        confidence=Confidence(status="insufficient" if interval else "not_assessed", interval=interval),
-        evidence_status=evidence.evidence_status,
-        failed_checks=(NOISE_FLOOR_CHECK,),
-        detail=(
-            f"speedup {what} {value:.4g} <= {floor.band_high:.4g}, the speedup the baseline showed against an "
-            f"independent launch of itself ({floor.level:.0%} A/A band)"
-        ),
-    )
-
-
-def _unassessed(
-    evidence: PairEvidence, thresholds: Thresholds, interval: SpeedupInterval | None, floor: bool
-) -> DecisionResult:
+def _unassessed(evidence: PairEvidence, thresholds: Thresholds, interval: SpeedupInterval | None) -> DecisionResult:
     """Evidence that is not comparable: not evaluated, or (incomplete) tune until the missing evidence exists."""
     status = evidence.evidence_status
-    no_checks: dict[str, bool | None] = dict.fromkeys(CHECK_NAMES)
-    if floor:
-        no_checks[NOISE_FLOOR_CHECK] = None
     if status is EvidenceStatus.INCOMPLETE:
         decision, reason = Decision.TUNE, "incomplete_evidence"
         detail = "missing: " + (", ".join(evidence.missing_detail or evidence.missing_evidence) or "unspecified")
@@ -275,7 +201,7 @@ def _unassessed(
         decision=decision,
         reason=reason,
         policy=thresholds,
-        checks=no_checks,
+        checks=dict.fromkeys(CHECK_NAMES),
         confidence=Confidence(interval=interval),
         evidence_status=status,
         missing_evidence=evidence.missing_evidence,
@@ -283,22 +209,14 @@ def _unassessed(
     )
 
 
-def _accept(
-    checks: dict[str, bool | None], evidence: PairEvidence, thresholds: Thresholds, interval: SpeedupInterval | None
+def _tune(
+    checks: dict[str, bool | None], evidence: PairEvidence, thresholds: Thresholds, reason: str, detail: str
 ) -> DecisionResult:
-    point = _present(evidence.throughput_speedup, "throughput_speedup")
-    threshold = thresholds.min_throughput_speedup
-    if interval is None:
-        confidence, detail = Confidence(), f"throughput_speedup {point:.4g} >= {threshold:.4g}"
-    else:
-        confidence = Confidence(status="confident", interval=interval)
-        detail = f"speedup interval low {interval.low:.4g} >= {threshold:.4g}"
     return DecisionResult(
-        decision=Decision.ACCEPT,
-        reason="meets_thresholds",
+        decision=Decision.TUNE,
+        reason=reason,
         policy=thresholds,
         checks=checks,
-        confidence=confidence,
         evidence_status=evidence.evidence_status,
         detail=detail,
     )
@@ -309,28 +227,30 @@ def _passing(
     evidence: PairEvidence,
     thresholds: Thresholds,
     interval: SpeedupInterval | None,
-    floor: NoiseFloor | None,
+    require_interval: bool,
 ) -> DecisionResult:
-    """Every threshold passes: accept when the interval (and the A/A band) allow it, else tune for confidence."""
+    """Every threshold passes: accept when the interval allows it, else tune for confidence."""
     point = _present(evidence.throughput_speedup, "throughput_speedup")
     threshold = thresholds.min_throughput_speedup
-    if floor is not None and _claimed(point, interval) <= floor.band_high:
-        return _within_noise_floor(checks, evidence, thresholds, interval, floor)
     if interval is None:
-        return _accept(checks, evidence, thresholds, None)
-    if interval.low >= threshold:
-        if floor is not None and checks[NOISE_FLOOR_CHECK] is False:
-            return _within_noise_floor(checks, evidence, thresholds, interval, floor)
-        return _accept(checks, evidence, thresholds, interval)
-    estimate = _extra_repeats(point if interval.point is None else interval.point, threshold, interval)
+        if require_interval:
+            return _tune(checks, evidence, thresholds, NO_INTERVAL, "no interval: too few items or rounds")
+        detail = f"throughput_speedup {point:.4g} >= {threshold:.4g}"
+    elif interval.low < threshold:
+        detail = f"speedup interval low {interval.low:.4g} < {threshold:.4g} (point {point:.4g})"
+        return _tune(checks, evidence, thresholds, "insufficient_confidence", detail)
+    elif not interval.launch_variance_included:
+        detail = f"speedup interval low {interval.low:.4g} >= {threshold:.4g} from one round's items alone"
+        return _tune(checks, evidence, thresholds, NO_LAUNCH_REPLICATION, detail)
+    else:
+        detail = f"speedup interval low {interval.low:.4g} >= {threshold:.4g} ({interval.level:.1%})"
     return DecisionResult(
-        decision=Decision.TUNE,
-        reason="insufficient_confidence",
+        decision=Decision.ACCEPT,
+        reason="meets_thresholds",
         policy=thresholds,
         checks=checks,
-        confidence=Confidence(status="insufficient", interval=interval, extra_repeats_estimate=estimate),
         evidence_status=evidence.evidence_status,
-        detail=f"speedup interval low {interval.low:.4g} < {threshold:.4g} (point {point:.4g})",
+        detail=detail,
     )
 
 
@@ -341,80 +261,113 @@ def _failing(
     failed = tuple(name for name, _ in CHECK_REASONS if checks[name] is False)
     reason = "+".join(code for name, code in CHECK_REASONS if name in failed)
     detail = "; ".join(_failure_detail(name, evidence, thresholds) for name in failed)
-    confidence = Confidence(interval=interval)
-    if interval is not None:
-        threshold = thresholds.min_throughput_speedup
-        clear = interval.low >= threshold or interval.high < threshold
-        confidence = Confidence(status="confident" if clear else "insufficient", interval=interval)
-        if interval.high < 1.0:
-            reason = "net_slowdown"
-            detail = f"speedup interval high {interval.high:.4g} < 1; {detail}"
-    return DecisionResult(
-        decision=Decision.TUNE,
-        reason=reason,
-        policy=thresholds,
-        checks=checks,
-        confidence=confidence,
-        evidence_status=evidence.evidence_status,
-        failed_checks=failed,
-        detail=detail,
-    )
+    if interval is not None and interval.high < 1.0:
+        reason = "net_slowdown"
+        detail = f"speedup interval high {interval.high:.4g} < 1; {detail}"
+    result = _tune(checks, evidence, thresholds, reason, detail)
+    return result.model_copy(update={"failed_checks": failed})
 
 
-def _latency_limits(thresholds: Thresholds) -> dict[str, tuple[str, float]]:
-    """Latency check -> (the evidence ratio it compares, its limit)."""
-    return {check: (ratio, getattr(thresholds, check)) for check, ratio in LATENCY_RATIO_OF.items()}
+def _confidence(result: DecisionResult, interval: SpeedupInterval | None) -> Confidence:
+    if interval is None:
+        return Confidence()
+    threshold = result.policy.min_throughput_speedup
+    clear = interval.low >= threshold or interval.high < threshold
+    sure = clear and (interval.launch_variance_included or interval.high < threshold)
+    return Confidence(status="confident" if sure else "insufficient", interval=interval)
+
+
+def _gate_outcomes(
+    thresholds: Thresholds, latency: Mapping[str, SpeedupInterval]
+) -> tuple[dict[str, bool], tuple[str, ...], tuple[str, ...]]:
+    """(gate key -> passed, limits clearly exceeded, limits left unsettled under shown_within)."""
+    gates: dict[str, bool] = {}
+    worse: list[str] = []
+    unsettled: list[str] = []
+    for check in LATENCY_CHECKS:
+        if check not in latency:
+            continue
+        limit, iv = getattr(thresholds, check), latency[check]
+        key = LATENCY_GATE_REASONS[check][0]
+        if iv.low > limit:
+            worse.append(check)
+        elif iv.high > limit and thresholds.latency_gate == "shown_within":
+            unsettled.append(check)
+        gates[key] = check not in worse and check not in unsettled
+    return gates, tuple(worse), tuple(unsettled)
+
+
+def _latency_detail(checks: tuple[str, ...], latency: Mapping[str, SpeedupInterval], side: str) -> str:
+    parts = []
+    for check in checks:
+        iv = latency[check]
+        bound = iv.low if side == "low" else iv.high
+        parts.append(f"{LATENCY_GATE_REASONS[check][0]}: interval {side} {bound:.4g} > {check} (point {iv.point})")
+    return "; ".join(parts)
 
 
 def _with_latency(
-    result: DecisionResult, evidence: PairEvidence, latency: Mapping[str, SpeedupInterval]
+    result: DecisionResult, thresholds: Thresholds, latency: Mapping[str, SpeedupInterval]
 ) -> DecisionResult:
-    """Record the latency intervals; an accept whose latency interval reaches above a limit becomes a tune."""
+    """Record the latency gates. A clearly worse mean ratio is a reason of its own (added to failed point checks,
+    replacing a confidence reason, turning an accept into a tune); under shown_within an interval reaching above
+    its limit keeps an accept back."""
     unknown = sorted(set(latency) - set(LATENCY_CHECKS))
     if unknown:
         raise ValueError(f"latency intervals for {unknown}: only {list(LATENCY_CHECKS)} take one")
-    confidence = result.confidence.model_copy(update={"latency_intervals": dict(latency)})
-    limits = _latency_limits(result.policy)
-    unsettled = tuple(name for name in LATENCY_CHECKS if name in latency and latency[name].high > limits[name][1])
-    if result.decision is not Decision.ACCEPT or not unsettled:
-        return result.model_copy(update={"confidence": confidence})
-    detail = "; ".join(
-        f"{limits[name][0]} interval high {latency[name].high:.4g} > {limits[name][1]:.4g} "
-        f"(point {getattr(evidence, limits[name][0]):.4g})"
-        for name in unsettled
+    gates, worse, unsettled = _gate_outcomes(thresholds, latency)
+    confidence = result.confidence.model_copy(
+        update={"latency_intervals": dict(latency), "latency_gate": thresholds.latency_gate}
     )
-    return result.model_copy(
-        update={
-            "decision": Decision.TUNE,
-            "reason": LATENCY_UNSETTLED,
-            "confidence": confidence.model_copy(update={"status": "insufficient", "unsettled_checks": unsettled}),
-            "detail": detail,
-        }
-    )
+    result = result.model_copy(update={"checks": {**result.checks, **gates}, "confidence": confidence})
+    if result.decision is Decision.REJECT:
+        return result
+    if worse:
+        kept = (result.reason, result.detail) if result.failed_checks else ("", "")
+        reasons = (kept[0], *(LATENCY_GATE_REASONS[c][1] for c in worse))
+        return result.model_copy(
+            update={
+                "decision": Decision.TUNE,
+                "reason": "+".join(r for r in reasons if r),
+                "detail": "; ".join(d for d in (kept[1], _latency_detail(worse, latency, "low")) if d),
+                "failed_checks": (*result.failed_checks, *(LATENCY_GATE_REASONS[c][0] for c in worse)),
+            }
+        )
+    if unsettled and result.decision is Decision.ACCEPT:
+        return result.model_copy(
+            update={
+                "decision": Decision.TUNE,
+                "reason": LATENCY_UNSETTLED,
+                "detail": _latency_detail(unsettled, latency, "high"),
+                "confidence": confidence.model_copy(update={"status": "insufficient", "unsettled_checks": unsettled}),
+            }
+        )
+    return result
 
 
 def decide(
     evidence: PairEvidence,
     thresholds: Thresholds,
     interval: SpeedupInterval | None = None,
-    noise_floor: NoiseFloor | None = None,
     latency: Mapping[str, SpeedupInterval] | None = None,
+    *,
+    require_interval: bool = False,
 ) -> DecisionResult:
     """Apply section 5 to one pair's evidence; writes the policy and every check's outcome.
 
-    `noise_floor` (optional): the A/A band an accept must clear (check `outside_noise_floor`).
-    `latency` (optional): `LATENCY_CHECKS` name -> interval of its ratio; an accept needs each high in its limit.
+    `interval` (optional): the speedup's; an accept needs its low >= the minimum and launch variation in it.
+    `latency` (optional): `LATENCY_CHECKS` name -> interval of the mean ratio held to that limit.
+    `require_interval`: no interval -> tune (`no_interval`) instead of an accept on the point.
     """
     if evidence.evidence_status is not EvidenceStatus.COMPARABLE:
-        unassessed = _unassessed(evidence, thresholds, interval, floor=noise_floor is not None)
-        return _with_latency(unassessed, evidence, latency) if latency else unassessed
+        return _unassessed(evidence, thresholds, interval)
     checks = _checks(evidence, thresholds)
-    if noise_floor is not None:
-        point = _present(evidence.throughput_speedup, "throughput_speedup")
-        checks[NOISE_FLOOR_CHECK] = clears_noise_floor(point, interval, noise_floor)
-    result = _decided(checks, evidence, thresholds, interval, noise_floor)
+    result = _decided(checks, evidence, thresholds, interval, require_interval)
+    # A reject is settled by quality alone: its interval is recorded, not assessed.
+    confidence = Confidence(interval=interval) if result.decision is Decision.REJECT else _confidence(result, interval)
+    result = result.model_copy(update={"confidence": confidence})
     if latency:
-        result = _with_latency(result, evidence, latency)
+        result = _with_latency(result, thresholds, latency)
     if checks["max_peak_memory_mb"] is None:
         return result
     return result.model_copy(update={"memory_figure": evidence.candidate_peak_memory_figure})
@@ -425,7 +378,7 @@ def _decided(
     evidence: PairEvidence,
     thresholds: Thresholds,
     interval: SpeedupInterval | None,
-    noise_floor: NoiseFloor | None,
+    require_interval: bool,
 ) -> DecisionResult:
     if checks["quality_ok"] is False:
         return DecisionResult(
@@ -433,14 +386,13 @@ def _decided(
             reason="quality_failed",
             policy=thresholds,
             checks=checks,
-            confidence=Confidence(interval=interval),
             evidence_status=evidence.evidence_status,
             failed_checks=("quality_ok",),
             detail="temperature-0 outputs differ from the baseline",
         )
     if any(checks[name] is False for name, _ in CHECK_REASONS):
         return _failing(checks, evidence, thresholds, interval)
-    return _passing(checks, evidence, thresholds, interval, noise_floor)
+    return _passing(checks, evidence, thresholds, interval, require_interval)
 
 
 def summarize_verdict(decisions: Mapping[str, DecisionResult]) -> str:

@@ -3,8 +3,7 @@
 - `samples`: per-request samples (with their launch) and their pairing by (item_id, repeat)
 - `parity`: temperature-0 output parity, the baseline's own noise floor, near-tie classification
 - `stats`: THE speedup statistic and paired cluster-bootstrap intervals of speedup and latency ratios
-- `replication`: several launches per side -- the two-stage bootstrap, variance components, the A/A noise floor
-- `sequential`: repeats = "auto": settle a pair once its decision cannot change
+- `rounds`: the paired-round design, its one estimator, the looks and when a pair is settled
 - `prediction`: predicted decode speedup from acceptance and a cost model of other measurements
 - `categories`: the same per workload category
 - `segments`: the same per input-length bucket (SPEED-Bench style): where in the range of prompt lengths it pays
@@ -54,19 +53,6 @@ from specselect.evidence.prediction import (
     predict_speedup,
     verify_cost_from_prefill,
 )
-from specselect.evidence.replication import (
-    AANoiseFloor,
-    LaunchAgreement,
-    NoiseFloorCheck,
-    ReplicatedEstimate,
-    ReplicationPolicy,
-    VarianceComponents,
-    aa_noise_floor,
-    check_noise_floor,
-    launch_agreement,
-    pool_launch_outputs,
-    replicated_speedup,
-)
 from specselect.evidence.samples import (
     Pairing,
     RecordLike,
@@ -87,17 +73,6 @@ from specselect.evidence.segments import (
     SegmentPolicy,
     input_length_segments,
     speedup_outcome,
-)
-from specselect.evidence.sequential import (
-    PairProgress,
-    SequentialPlan,
-    SequentialPolicy,
-    SequentialStep,
-    decision_thresholds,
-    look_level,
-    next_step,
-    plan_next,
-    progress_from_estimate,
 )
 from specselect.evidence.stats import (
     BootstrapPolicy,
@@ -127,7 +102,6 @@ from specselect.evidence.sweeps import (
 )
 
 __all__ = [
-    "AANoiseFloor",
     "AcceptanceSummary",
     "AcceptanceTelemetry",
     "BaselineConsistency",
@@ -139,12 +113,9 @@ __all__ = [
     "DurationEstimate",
     "Goodput",
     "InputLengthSegments",
-    "LaunchAgreement",
     "LengthChoice",
     "LengthRow",
     "LevelVerdict",
-    "NoiseFloorCheck",
-    "PairProgress",
     "PairRatio",
     "PairedStats",
     "Pairing",
@@ -153,8 +124,6 @@ __all__ = [
     "ProposerCost",
     "RatioEstimate",
     "RecordLike",
-    "ReplicatedEstimate",
-    "ReplicationPolicy",
     "RequestDivergence",
     "RequestKey",
     "RequestPair",
@@ -167,27 +136,20 @@ __all__ = [
     "Segment",
     "SegmentOutcome",
     "SegmentPolicy",
-    "SequentialPlan",
-    "SequentialPolicy",
-    "SequentialStep",
     "SpeedupPrediction",
     "StepCost",
     "SweepObservation",
     "SweepPoint",
-    "VarianceComponents",
     "VerifyCostModel",
-    "aa_noise_floor",
     "acceptance_summary",
     "baseline_consistency",
     "category_breakdown",
-    "check_noise_floor",
     "choose_length",
     "classify_divergence",
     "clearly_losing",
     "compare_outputs",
     "compare_text",
     "compare_tokens",
-    "decision_thresholds",
     "early_stop_reason",
     "estimate_duration",
     "expected_tokens_iid",
@@ -196,22 +158,15 @@ __all__ = [
     "fit_verify_cost",
     "goodput",
     "input_length_segments",
-    "launch_agreement",
     "leave_one_out",
-    "look_level",
     "measure_step_cost",
-    "next_step",
     "pair_by_launch",
     "pair_requests",
     "paired_stats",
     "per_position_rates_from_counts",
-    "plan_next",
-    "pool_launch_outputs",
     "predict_decode_speedup",
     "predict_speedup",
-    "progress_from_estimate",
     "quality_ok_from_verdict",
-    "replicated_speedup",
     "sample_from_record",
     "samples_from_records",
     "scenario_parity",

@@ -15,8 +15,8 @@ its own interval (`CellSpeedup.from_interval`: normal, or Student t when the int
 freedom), and seeded Monte Carlo draws of every cell give S's distribution, whose percentiles are the interval.
 Cells of one workload share their items (every concurrency level sends the same prompts), so their errors move
 together: they are drawn fully correlated (the widest case); different workloads are independent. The time
-weights a_i describe the traffic and are taken as known. The per-scenario interval may come from any method (one
-launch's item bootstrap, several launches' two-stage bootstrap): only its point, bounds and level are read.
+weights a_i describe the traffic and are taken as known. The per-scenario interval is the paired-round t interval
+(one round: the items' alone): only its point, bounds, level and degrees of freedom are read.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 from scipy import stats as scipy_stats
 
-from specselect.evidence.replication import ReplicatedEstimate
+from specselect.evidence.rounds.estimate import RoundEstimate
 
 __all__ = [
     "MIX_RULE",
@@ -87,16 +87,12 @@ class CellSpeedup(BaseModel):
         return cls(point=point, log_se=(math.log(high) - math.log(low)) / (2.0 * z), df=df)
 
     @classmethod
-    def of_estimate(cls, estimate: ReplicatedEstimate) -> CellSpeedup | None:
-        """THE speedup of a scenario (`ScenarioEvidence.speedup`): a two-stage t interval keeps its Satterthwaite
-        degrees of freedom, any other interval (one launch's item bootstrap, percentiles) reads as a normal one;
+    def of_estimate(cls, estimate: RoundEstimate) -> CellSpeedup | None:
+        """THE speedup of a scenario (`ScenarioEvidence.speedup`): its t interval with its degrees of freedom;
         None without a positive point."""
         if estimate.point is None or estimate.point <= 0:
             return None
-        components = estimate.components
-        t_interval = estimate.method.endswith("_t") and components is not None
-        df = components.df_effective if t_interval and components is not None else None
-        return cls.from_interval(estimate.point, estimate.low, estimate.high, estimate.level, df)
+        return cls.from_interval(estimate.point, estimate.low, estimate.high, estimate.level, estimate.df)
 
 
 class MixCell(BaseModel):
@@ -156,7 +152,9 @@ def _draws(cells: Sequence[MixCell], policy: MixPolicy) -> np.ndarray:
     for j, cell in enumerate(cells):
         if cell.speedup is not None:
             z = shared[(cell.workload, cell.speedup.df)]
-            out[:, j] = np.exp(math.log(cell.speedup.point) + cell.speedup.log_se * z)
+            # A t on one or two degrees of freedom has tails past float range: clipped, such a draw is a huge (or
+            # tiny) speedup, which the harmonic mean takes in its stride.
+            out[:, j] = np.exp(np.clip(math.log(cell.speedup.point) + cell.speedup.log_se * z, -700.0, 700.0))
     return out
 
 
@@ -173,7 +171,8 @@ def mix_speedup(cells: Sequence[MixCell], policy: MixPolicy | None = None) -> Mi
     points = np.asarray([c.speedup.point if c.speedup is not None else 1.0 for c in weighted], dtype=np.float64)
     point = float(a.sum() / (a / points).sum())
     draws = _draws(weighted, policy)
-    mix = a.sum() / (a / draws).sum(axis=1)
+    with np.errstate(over="ignore", divide="ignore"):
+        mix = a.sum() / (a / draws).sum(axis=1)
     low, high = (float(v) for v in np.quantile(mix, [(1 - policy.level) / 2, (1 + policy.level) / 2]))
     cand_time = a / points
     shares = tuple(

@@ -4,7 +4,7 @@ Pure comparisons, one problem per difference: an identity that changed (engine v
 workload), a speculative-configuration key that changed, acceptance per draft position outside its recorded
 spread, a speedup whose interval now lies entirely below the recorded one, a parity verdict that changed.
 A brief re-measure has its own uncertainty, so the speedup fails only when the two intervals do not overlap, and
-only when the interval measured now pools at least `MIN_JUDGED_LAUNCHES` server launches: one launch's interval has
+only when the interval measured now rests on at least `MIN_JUDGED_ROUNDS` paired rounds: one round's interval has
 no launch-to-launch term, and two single launches of an unchanged n-gram setup here read 2.66x [2.42, 2.92] and
 2.07x [1.80, 2.33] (CI, 2026-12-02) -- a "change" that was the launch. Acceptance at temperature 0 repeats itself
 request for request on an unchanged setup, so its recorded interval (widened by `ACCEPTANCE_TOLERANCE`) is the bar.
@@ -21,7 +21,7 @@ from specselect.evidence.acceptance import AcceptanceSpread
 
 __all__ = [
     "ACCEPTANCE_TOLERANCE",
-    "MIN_JUDGED_LAUNCHES",
+    "MIN_JUDGED_ROUNDS",
     "REGRESSION_RULE",
     "Problem",
     "ProblemKind",
@@ -37,8 +37,8 @@ __all__ = [
 ACCEPTANCE_TOLERANCE = 0.02
 """Absolute slack around a recorded per-position interval (numerics may move a rate by a token or two)."""
 
-MIN_JUDGED_LAUNCHES = 2
-"""Launches per side below which the speedup measured now is shown but not judged (its interval lacks launch noise)."""
+MIN_JUDGED_ROUNDS = 2
+"""Rounds below which the speedup measured now is shown but not judged (its interval lacks launch noise)."""
 
 REGRESSION_RULE = (
     "identity: engine version, target and proposer snapshots, workload keys must equal the recorded ones; "
@@ -46,8 +46,8 @@ REGRESSION_RULE = (
     "proposer's snapshot says whether it is the same model); acceptance: per draft position the rate measured "
     f"now must lie inside the recorded interval widened by {ACCEPTANCE_TOLERANCE:g}, with as many positions; "
     "speedup: a problem when the interval measured now lies entirely below the recorded interval (high now < low "
-    f"recorded), judged when the check pooled at least {MIN_JUDGED_LAUNCHES} launches per side (fewer: shown, not "
-    "judged) and a problem at any launch count when no comparable speedup was measured; parity: the verdict must "
+    f"recorded), judged when the check measured at least {MIN_JUDGED_ROUNDS} rounds (fewer: shown, not "
+    "judged) and a problem at any round count when no comparable speedup was measured; parity: the verdict must "
     "equal the recorded one"
 )
 
@@ -146,21 +146,21 @@ def acceptance_problems(
     return out
 
 
-def speedup_judged(launches: int) -> bool:
-    """Whether a speedup measured over `launches` launches per side is judged against the recorded one."""
-    return launches >= MIN_JUDGED_LAUNCHES
+def speedup_judged(rounds: int) -> bool:
+    """Whether a speedup measured over `rounds` paired rounds is judged against the recorded one."""
+    return rounds >= MIN_JUDGED_ROUNDS
 
 
 def speedup_problem(
-    scenario: str, recorded: SpeedupSpan, now: SpeedupSpan, why: str = "", *, launches: int = MIN_JUDGED_LAUNCHES
+    scenario: str, recorded: SpeedupSpan, now: SpeedupSpan, why: str = "", *, rounds: int = MIN_JUDGED_ROUNDS
 ) -> Problem | None:
-    """A problem when the speedup measured now over `launches` per side lies entirely below the recorded interval
-    (`why`: the evidence's own account when it has no speedup). Fewer launches than `MIN_JUDGED_LAUNCHES`: shown,
+    """A problem when the speedup measured now over `rounds` rounds lies entirely below the recorded interval
+    (`why`: the evidence's own account when it has no speedup). Fewer rounds than `MIN_JUDGED_ROUNDS`: shown,
     never a problem, unless nothing comparable was measured at all."""
     if now.point is None:
         detail = f" ({why})" if why else ""
         return Problem(kind="speedup", scenario=scenario, message=f"no comparable speedup now{detail}")
-    if not speedup_judged(launches):
+    if not speedup_judged(rounds):
         return None
     floor = recorded.low if recorded.low is not None else recorded.point
     top = now.high if now.high is not None else now.point

@@ -8,8 +8,8 @@ falls into the bucket that holds its prompt's token count; the buckets below 1k,
 most chat and code prompts lie, halve down to 64.
 
 Per bucket: THE speedup with the scenario's own estimator on the bucket's samples of both sides
-(`evidence.replication.replicated_speedup`: over several launches per side its interval counts the
-launch-to-launch variance, with one launch it is the paired item-cluster bootstrap), the candidate's acceptance
+(`evidence.rounds.pair_estimate`: over several rounds its interval counts the launch-to-launch variation of the
+bucket's own per-round ratios, in one round the items' alone), the candidate's acceptance
 from its per-request counters, and the item counts; a bucket with too few items says so instead of a number.
 Each bucket and the pooled scenario get an outcome (pays / faster / unclear / loses) by one rule, and the buckets
 that clearly pay or lose where the pooled scenario does not are named: that is where the pooled answer hides
@@ -27,9 +27,9 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from specselect.evidence.categories import AcceptanceSummary, acceptance_summary
-from specselect.evidence.replication import ReplicationPolicy, one_launch_per_side, replicated_speedup
+from specselect.evidence.rounds.estimate import pair_estimate
 from specselect.evidence.samples import RequestSample, pair_launches
-from specselect.evidence.stats import BootstrapPolicy, RatioEstimate, decode_speedup, throughput_speedup
+from specselect.evidence.stats import BootstrapPolicy, RatioEstimate, decode_speedup
 
 __all__ = [
     "INPUT_LENGTH_EDGES",
@@ -57,9 +57,9 @@ SEGMENT_RULE = (
     "included; the smallest when its requests differ; the candidate's count when the baseline has none; items "
     "with neither are left out and their pairs counted); below 1,024 tokens, where SPEED-Bench has no bucket but "
     "most chat and code prompts lie, the buckets halve down to 64; per bucket THE speedup with the scenario's "
-    "estimator on the bucket's samples of both sides (over several launches per side the two-stage launch-then-"
-    "item bootstrap of evidence.replication, whose interval counts the launch-to-launch variance; in one launch "
-    "per side the paired item-cluster bootstrap) and the candidate's acceptance from its per-request counters; a "
+    "estimator on the bucket's samples of both sides (the paired-round estimate with the bucket's own round "
+    "variance; in one round the items' variance alone) and the candidate's acceptance from its per-request "
+    "counters; a "
     "bucket with fewer than min_items distinct paired items reports its counts only (too_few_items); outcome: "
     "pays when the "
     "interval's low end is at least min_throughput_speedup, faster when it is above 1.0 but below that minimum, "
@@ -133,8 +133,8 @@ class InputLengthSegments(BaseModel):
     """Pairs left out because neither side reported a prompt token count for their item."""
     policy: SegmentPolicy
     bootstrap: BootstrapPolicy
-    replication: ReplicationPolicy | None = None
-    """How several launches per side entered the buckets' intervals (None: results from before launches)."""
+    level: float | None = None
+    """The buckets' interval level (the deciding look's)."""
 
     @property
     def paying(self) -> tuple[str, ...]:
@@ -194,15 +194,13 @@ def speedup_outcome(estimate: RatioEstimate | None, n_items: int, policy: Segmen
 class _Judge:
     policy: SegmentPolicy
     bootstrap: BootstrapPolicy
-    replication: ReplicationPolicy
+    level: float
 
 
 def _throughput(baseline: Sequence[RequestSample], candidate: Sequence[RequestSample], judge: _Judge) -> RatioEstimate:
-    """THE speedup of these samples as the scenario's own statistics carry it (`pipeline.stats_step`)."""
-    if one_launch_per_side(baseline, candidate):
-        # replicated_speedup's one-launch case is exactly this bootstrap; the pairs' own estimate keeps its counts.
-        return throughput_speedup(pair_launches(baseline, candidate).pairs, judge.bootstrap)
-    return replicated_speedup(baseline, candidate, judge.bootstrap, judge.replication).as_ratio_estimate()
+    """THE speedup of these samples by the decision's estimator, with the bucket's own round variance."""
+    estimate = pair_estimate(baseline, candidate, level=judge.level, basis=judge.bootstrap.throughput_basis)
+    return estimate.as_ratio_estimate(n_samples=len(pair_launches(baseline, candidate).pairs))
 
 
 def _segment(
@@ -238,15 +236,17 @@ def input_length_segments(
     *,
     policy: SegmentPolicy,
     bootstrap: BootstrapPolicy | None = None,
-    replication: ReplicationPolicy | None = None,
+    level: float | None = None,
 ) -> InputLengthSegments:
     """Split one scenario's samples (every launch of both sides) by their item's prompt length (`policy.edges`)
     and evaluate each non-empty bucket.
 
-    The pooled part uses every sample (with or without a length), so its numbers are the scenario's own: its
-    speedup is the scenario's THE speedup.
+    The pooled part uses every sample (with or without a length), so its point is the scenario's THE speedup
+    (its interval rests on this pair's own round variance, where the decision may pool the run's). `level`:
+    the intervals' level (default the bootstrap policy's).
     """
-    judge = _Judge(policy, bootstrap or BootstrapPolicy(), replication or ReplicationPolicy())
+    boot = bootstrap or BootstrapPolicy()
+    judge = _Judge(policy, boot, boot.level if level is None else level)
     lengths = item_lengths(baseline, candidate)
     buckets: dict[tuple[int, int | None], set[str]] = {}
     for item, tokens in lengths.items():
@@ -271,5 +271,5 @@ def input_length_segments(
         n_without_length=without,
         policy=policy,
         bootstrap=judge.bootstrap,
-        replication=judge.replication,
+        level=judge.level,
     )

@@ -105,20 +105,12 @@ class RatioEstimate(BaseModel):
         return self.low is not None and self.high is not None
 
     def speedup_interval(self) -> SpeedupInterval | None:
-        """This estimate as the decision's `SpeedupInterval` (samples_per_repeat = distinct items).
-
-        It carries this estimate's own point, so the decision projects from the statistic the interval is of.
-        """
+        """This estimate as the decision's `SpeedupInterval`: an item bootstrap within launches, so without the
+        launch-to-launch variation (`launch_variance_included` false)."""
         if self.low is None or self.high is None or self.n_samples < 1:
             return None
         return SpeedupInterval(
-            low=float(self.low),
-            high=float(self.high),
-            level=float(self.level),
-            n_samples=self.n_samples,
-            samples_per_repeat=max(1, self.n_clusters),
-            method=self.method,
-            point=self.point,
+            low=float(self.low), high=float(self.high), level=float(self.level), method=self.method, point=self.point
         )
 
 

@@ -36,7 +36,10 @@ from specselect.plan.rules import (
 from specselect.plan.sections import PlanSection
 from specselect.plan.sweep import LENGTH_AXIS, MAX_SUB_CANDIDATES, SweepOrigin
 
-__all__ = ["REFUSED_OPTION_KEYS", "Candidate", "check_options"]
+__all__ = ["CONTROL_SUFFIX", "REFUSED_OPTION_KEYS", "Candidate", "check_options"]
+
+CONTROL_SUFFIX = ".aa"
+"""An A/A control's name: its baseline's name and this suffix."""
 
 REFUSED_OPTION_KEYS: Mapping[str, str] = MappingProxyType(
     {
@@ -191,11 +194,17 @@ class Candidate(PlanSection):
         "schedule derived from the sub-candidates of entry NAME, filled in once they have run",
     )
 
+    control_of: NameStr | None = Field(
+        default=None,
+        description="written by specselect for [run] aa_control = true: this group runs the baseline NAME's own "
+        "configuration next to it in every round and is judged as if it were a candidate (an A/A control)",
+    )
+
     @model_serializer(mode="wrap")
     def _omit_no_sweep(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         # Plans without sweeps or schedules keep the dump, and so the plan hash, they had before those existed.
         data: dict[str, Any] = handler(self)
-        for name in ("sweep", "schedule_of"):
+        for name in ("sweep", "schedule_of", "control_of"):
             if getattr(self, name) is None:
                 data.pop(name, None)
         return data
@@ -284,6 +293,8 @@ class Candidate(PlanSection):
                     field="target",
                 )
             return self
+        if self.control_of is not None:
+            return self._control_role()
         if self.family == BASELINE_FAMILY:
             raise rule_error(
                 f"family {BASELINE_FAMILY!r} is reserved for the baseline {BASELINE_GROUP}",
@@ -299,6 +310,22 @@ class Candidate(PlanSection):
                 'remove proposer, or use family = "draft_model" for a separate model',
                 field="proposer",
             )
+        return self
+
+    def _control_role(self) -> Candidate:
+        if self.family != BASELINE_FAMILY or self.name != f"{self.control_of}{CONTROL_SUFFIX}":
+            raise rule_error(
+                "an A/A control is written by specselect for [run] aa_control = true",
+                "remove control_of and set aa_control = true in [run]",
+                field="control_of",
+            )
+        for name in _BASELINE_FORBIDDEN:
+            if getattr(self, name):
+                raise rule_error(
+                    f"an A/A control runs its baseline's configuration and takes no {name}",
+                    f"remove {name}",
+                    field=name,
+                )
         return self
 
     @model_validator(mode="after")
@@ -338,6 +365,26 @@ class Candidate(PlanSection):
     def is_track_baseline(self) -> bool:
         """True for the baseline of another target's track (`g0_target_only@NAME`)."""
         return self.name.startswith(BASELINE_GROUP + TRACK_SEPARATOR)
+
+    @property
+    def is_control(self) -> bool:
+        """True for an A/A control (`[run] aa_control`): the baseline's configuration judged as a candidate."""
+        return self.control_of is not None
+
+    @property
+    def runs_target_only(self) -> bool:
+        """True for a group that serves the target alone: a baseline or an A/A control."""
+        return self.is_baseline or self.is_control
+
+    @classmethod
+    def control(cls, baseline: Candidate) -> Candidate:
+        """The A/A control of `baseline`: its configuration under its own name, `<baseline>.aa`."""
+        return cls(
+            name=f"{baseline.name}{CONTROL_SUFFIX}",
+            family=BASELINE_FAMILY,
+            control_of=baseline.name,
+            target=baseline.target,
+        )
 
     @classmethod
     def implicit_baseline(cls) -> Candidate:

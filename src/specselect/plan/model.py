@@ -188,9 +188,19 @@ class Plan(PlanSection):
         return self
 
     @property
+    def controls(self) -> tuple[Candidate, ...]:
+        """With `[run] aa_control`: an A/A control of every track's baseline (the default track always, another
+        track where it has candidates)."""
+        if not self.run.aa_control:
+            return ()
+        tracks = compute_tracks(self.target, self.candidates)
+        return tuple(Candidate.control(t.baseline) for t in tracks if t.is_default or t.members)
+
+    @property
     def tracks(self) -> tuple[Track, ...]:
-        """Every target with its baseline (the default `[target]` first); see `specselect.plan.tracks`."""
-        return compute_tracks(self.target, self.candidates)
+        """Every target with its baseline (the default `[target]` first), A/A controls first among its members;
+        see `specselect.plan.tracks`."""
+        return compute_tracks(self.target, (*self.controls, *self.candidates))
 
     def track_of(self, name: str) -> Track:
         """The track of the group called `name` (a baseline is on its own track); KeyError if there is none."""
@@ -218,13 +228,13 @@ class Plan(PlanSection):
 
     @property
     def groups(self) -> tuple[Candidate, ...]:
-        """Every group to run: the baseline first, then the candidates in file order, each other track's
-        baseline right before the first candidate of its track."""
+        """Every group to run: the baseline first, then its A/A control (`[run] aa_control`), then the candidates
+        in file order, each other track's baseline right before the first group of its track."""
         tracks = self.tracks
         by_member = {name: track for track in tracks for name in track.members}
         out: list[Candidate] = [tracks[0].baseline]
         emitted = {tracks[0].name}
-        for cand in self.candidates:
+        for cand in (*self.controls, *self.candidates):
             if cand.is_baseline:
                 continue
             track = by_member[cand.name]

@@ -233,23 +233,29 @@ class RunConfig(PlanSection):
     ] = Field(default=(1,), description="client concurrency levels; one scenario per workload and level")
     warmup_requests: Annotated[int, Strict(), Field(ge=0, le=100_000)] = 1
     repeats: Annotated[int, Strict(), Field(ge=1, le=1000)] = 3
-    launches: Annotated[int, Strict(), Field(ge=1, le=20)] = Field(
-        default=1,
-        description="independent server launches per group; with 2 or more the groups run in mirrored rounds "
-        "(plan order, then reversed: B C1 C2 C2 C1 B) so slow drift cancels, and every interval includes the "
-        "launch-to-launch variation",
+    rounds: Annotated[int, Strict(), Field(ge=1, le=50)] = Field(
+        default=2,
+        description="rounds before the first look: each round launches every group once, each candidate next to "
+        "its baseline, alternating order (ABBA); candidate launch j and baseline launch j are one paired round, "
+        "and only two or more rounds give an interval with the launch-to-launch variation an accept needs",
     )
-    max_launches: Annotated[int, Strict(), Field(ge=2, le=20)] | None = Field(
-        default=None,
-        description="sequential launches: after the planned `launches`, a candidate whose speedup interval still "
-        "straddles a threshold its decision uses gets another launch (with its baseline) until every pair is "
-        "settled or this many launches ran; intervals are then computed at the Bonferroni level over the looks",
+    looks: tuple[Annotated[int, Strict(), Field(ge=1, le=50)], ...] = Field(
+        default=(),
+        description="rounds completed at each look, fixed in advance, e.g. [3, 5]: the first is `rounds`; at each "
+        "look a candidate with an undecided pair runs on (with its baseline) to the next; the accept's error is "
+        "spent over the looks in proportion to their rounds; empty = one look, after `rounds`",
+    )
+    aa_control: StrictBool = Field(
+        default=False,
+        description="launch each track's baseline configuration a second time in every round, next to the "
+        "baseline, and judge it as if it were a candidate (an A/A control): its interval should contain 1.0, it "
+        "must not be accepted, and its rounds add degrees of freedom to the run's pooled variance",
     )
     sequential_budget_s: Seconds | None = Field(
         default=None,
-        description="with max_launches: a sequential round starts only while the run's time so far plus the "
-        "round's expected duration (each of its groups' longest launch so far, start-up included) stays within "
-        "this many seconds; a round left out is recorded in the manifest (sequential_stop)",
+        description="with looks: the rounds after a look start only while the run's time so far plus their "
+        "expected duration (each group's longest launch so far, start-up included) stays within this many "
+        "seconds; rounds left out are recorded in the manifest (sequential_stop)",
     )
     request_timeout_s: Seconds = 300.0
     scenario_timeout_s: Seconds = 3600.0
@@ -276,8 +282,44 @@ class RunConfig(PlanSection):
     @model_serializer(mode="wrap")
     def _omit_new_defaults(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         return _omit_at_default(
-            handler(self), {"early_stop": True, "launches": 1, "max_launches": None, "sequential_budget_s": None}
+            handler(self), {"early_stop": True, "looks": (), "aa_control": False, "sequential_budget_s": None}
         )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_launches(cls, data: Any) -> Any:
+        # Plans (and hand-offs) written before rounds: `launches` was the rounds, `max_launches` a look per round.
+        if not isinstance(data, dict) or not ({"launches", "max_launches"} & data.keys()):
+            return data
+        if {"rounds", "looks"} & data.keys():
+            raise rule_error(
+                "launches/max_launches and rounds/looks are two spellings of one setting",
+                "keep rounds (and looks) and remove launches and max_launches",
+                field="launches",
+            )
+        out = {k: v for k, v in data.items() if k not in ("launches", "max_launches")}
+        rounds = data.get("launches", 1)
+        out["rounds"] = rounds
+        most = data.get("max_launches")
+        if isinstance(rounds, int) and isinstance(most, int):
+            if most < rounds:
+                raise rule_error(
+                    f"max_launches {most} is below launches {rounds}",
+                    f"write rounds = {rounds} and looks = [{rounds}, ...] instead",
+                    field="max_launches",
+                )
+            out["looks"] = tuple(range(rounds, most + 1))
+        return out
+
+    @property
+    def look_rounds(self) -> tuple[int, ...]:
+        """The rounds completed at each look (one look after `rounds` unless `looks` says otherwise)."""
+        return self.looks or (self.rounds,)
+
+    @property
+    def max_rounds(self) -> int:
+        """The most rounds a group can run: the last look's."""
+        return self.look_rounds[-1]
 
     @field_validator("concurrency")
     @classmethod
@@ -311,16 +353,22 @@ class RunConfig(PlanSection):
                 'remove burstiness, or set load = "gamma"',
                 field="burstiness",
             )
-        if self.max_launches is not None and self.max_launches < self.launches:
+        if self.looks and self.looks[0] != self.rounds:
             raise rule_error(
-                f"max_launches {self.max_launches} is below launches {self.launches}",
-                f"set max_launches to at least {self.launches}, or remove it",
-                field="max_launches",
+                f"the first look is after {self.looks[0]} rounds, but rounds = {self.rounds}",
+                f"set rounds = {self.looks[0]}, or make looks start at {self.rounds}",
+                field="looks",
             )
-        if self.sequential_budget_s is not None and self.max_launches is None:
+        if any(b <= a for a, b in zip(self.looks, self.looks[1:], strict=False)):
             raise rule_error(
-                "sequential_budget_s limits the rounds max_launches adds, and max_launches is not set",
-                "set max_launches, e.g. max_launches = 3, or remove sequential_budget_s",
+                f"looks {list(self.looks)} are not strictly ascending",
+                "list the round counts in ascending order",
+                field="looks",
+            )
+        if self.sequential_budget_s is not None and len(self.look_rounds) < 2:
+            raise rule_error(
+                "sequential_budget_s limits the rounds after the first look, and there is only one look",
+                "add a later look, e.g. looks = [3, 4], or remove sequential_budget_s",
                 field="sequential_budget_s",
             )
         if self.scenario_timeout_s < self.request_timeout_s:
@@ -343,7 +391,21 @@ class ThresholdsConfig(PlanSection):
     max_ttft_regression_ratio: Ratio = 1.10
     max_e2e_p95_regression_ratio: Ratio = 1.05
     max_peak_memory_mb: Annotated[float, Strict(), Field(gt=0, le=1e9)] | None = None
-    confidence_level: Annotated[float, Strict(), Field(gt=0, lt=1)] = 0.95
+    confidence_level: Annotated[float, Strict(), Field(gt=0, lt=1)] = Field(
+        default=0.95,
+        description="two-sided level of an interval at a single look; an accept is wrong at most "
+        "(1 - confidence_level) / 2 of the time, that error spent over the plan's looks",
+    )
+    latency_gate: Literal["not_clearly_worse", "shown_within"] = Field(
+        default="not_clearly_worse",
+        description="what the mean TTFT and E2E ratios (paired by round) must show for an accept: not clearly "
+        "above their limits (interval low <= limit), or shown within them (interval high <= limit)",
+    )
+    estimand: Literal["frozen_prompts", "traffic"] = Field(
+        default="frozen_prompts",
+        description="what the intervals are about: frozen_prompts, a rerun on the same items; traffic, the "
+        "population the items were drawn from (adds the items' variance; wants 24 or more prompts)",
+    )
     near_tie_threshold_nats: Annotated[float, Strict(), Field(ge=0, le=100)] = Field(
         default=0.1,
         description="a divergence where the baseline's top-2 logprobs differ by less than this is a near tie "
@@ -357,8 +419,8 @@ class ThresholdsConfig(PlanSection):
     )
     max_host_foreign_cpu_share: Annotated[float, Strict(), Field(gt=0, le=1)] | None = Field(
         default=DEFAULT_MAX_HOST_FOREIGN_CPU_SHARE,
-        description="a scenario during which other processes took more than this share of all CPU time is not "
-        "trusted (its pairs become incomplete); 1.0 never triggers",
+        description="a launch during whose scenario other processes took more than this share of all CPU time is "
+        "not trusted: its round is left out of that scenario's pairs; 1.0 never triggers",
     )
 
     @model_serializer(mode="wrap")
@@ -369,5 +431,7 @@ class ThresholdsConfig(PlanSection):
                 "slo_ttft_ms": None,
                 "slo_tpot_ms": None,
                 "max_host_foreign_cpu_share": DEFAULT_MAX_HOST_FOREIGN_CPU_SHARE,
+                "latency_gate": "not_clearly_worse",
+                "estimand": "frozen_prompts",
             },
         )

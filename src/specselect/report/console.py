@@ -16,6 +16,8 @@ __all__ = [
     "admission_table",
     "decision_rows",
     "decision_table",
+    "fmt_interval",
+    "fmt_level",
     "fmt_mib",
     "fmt_ratio",
     "groups_table",
@@ -37,22 +39,34 @@ def fmt_ratio(value: float | None, digits: int = 2) -> str:
     return "-" if value is None else f"{value:.{digits}f}x"
 
 
-def _speedup(entry: ScenarioEvidence) -> str:
-    point = entry.evidence.throughput_speedup
-    interval = entry.decision.confidence.interval
+def fmt_level(level: float) -> str:
+    """An interval's level as a percentage with the digits it has: `95%`, `96.25%`."""
+    return f"{level * 100:.4g}%"
+
+
+def fmt_interval(point: float | None, low: float | None, high: float | None, level: float | None) -> str:
+    """`2.61x [2.08, 3.27] 95%` (the interval's real level), `2.61x` without an interval, `-` without a point."""
     if point is None:
         return "-"
+    if low is None or high is None or level is None:
+        return fmt_ratio(point)
+    return f"{point:.2f}x [{low:.2f}, {high:.2f}] {fmt_level(level)}"
+
+
+def _speedup(entry: ScenarioEvidence) -> str:
+    interval = entry.decision.confidence.interval
+    point = entry.evidence.throughput_speedup
     if interval is None:
         return fmt_ratio(point)
-    return f"{point:.2f}x [{interval.low:.2f}, {interval.high:.2f}]"
+    return fmt_interval(point, interval.low, interval.high, interval.level)
 
 
 def _latency(entry: ScenarioEvidence, value: float | None, check: str) -> str:
-    # The interval the decision judged the latency check's confidence on, when it had one.
+    # The p95 ratio the contract's check compares, and the mean ratio's interval the latency gate judged.
     interval = entry.decision.confidence.latency_intervals.get(check)
-    if value is None or interval is None:
+    if interval is None:
         return fmt_ratio(value)
-    return f"{value:.2f}x [{interval.low:.2f}, {interval.high:.2f}]"
+    return f"{fmt_ratio(value)}; mean {interval.point or 0:.2f}x [{interval.low:.2f}, {interval.high:.2f}]"
 
 
 def decision_rows(evidence: EvidenceFile, groups: Sequence[GroupResult]) -> list[list[str]]:
@@ -92,9 +106,9 @@ DECISION_COLUMNS = (
     "evidence",
     "decision",
     "reason",
-    "speedup [95% CI]",
-    "TTFT p95",
-    "E2E p95",
+    "speedup (interval, level)",
+    "TTFT p95; mean",
+    "E2E p95; mean",
     "acceptance",
     "parity",
 )

@@ -27,6 +27,7 @@ from specselect.artifacts.store import load_document, load_records
 from specselect.errors import ResultsError
 from specselect.evidence.pipeline import ScenarioEvidence
 from specselect.measure.metrics import e2e_ms, tpot_ms, ttft_ms
+from specselect.report.trust import trust_lines
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -164,11 +165,7 @@ def load_report_data(results_dir: Path) -> ReportData:
             f"the run is {manifest.status}: no evidence or decisions yet "
             f"(finish it with `specselect run {manifest.plan_source} --label {manifest.label} --resume`)"
         )
-    if manifest.sequential_stop is not None:
-        notes.append(
-            f"sequential rule: {manifest.sequential_stop}; the pairs it would have continued are decided on the "
-            "launches that ran"
-        )
+    notes.extend(trust_lines(evidence, manifest.sequential_stop))
     return ReportData(
         root=root,
         manifest=manifest,

@@ -1,13 +1,15 @@
-"""How sure the evidence is: THE speedup over every launch with its variance components, the A/A noise floors,
-and each prediction against what was measured (plain-text tables for the HTML and the Markdown report)."""
+"""How sure the evidence is: the paired rounds behind every speedup (each round's rates and ratio, the variance
+the interval used, drift), the A/A controls, and each prediction against what was measured (plain-text tables
+for the HTML and the Markdown report)."""
 
 from __future__ import annotations
 
-from specselect.report.console import fmt_ratio
+from specselect.evidence.pipeline import ScenarioEvidence
+from specselect.report.console import fmt_interval, fmt_ratio
 from specselect.report.data import ReportData
 from specselect.report.tables import TableSpec
 
-__all__ = ["launches_spec", "noise_floor_spec", "prediction_spec"]
+__all__ = ["controls_spec", "prediction_spec", "rounds_spec"]
 
 
 def _interval(low: float | None, high: float | None) -> str:
@@ -18,29 +20,47 @@ def _rates(rates: tuple[float, ...]) -> str:
     return " / ".join(f"{r:.1f}" for r in rates) or "-"
 
 
-def _share(value: float | None) -> str:
-    return "-" if value is None else f"{value:.0%}"
+def _ratios(logs: tuple[float, ...]) -> str:
+    return " / ".join(f"{2.718281828459045**v:.2f}" for v in logs) or "-"
 
 
-def launches_spec(data: ReportData) -> TableSpec | None:
-    """Per candidate and scenario: each launch's rate on both sides and how much of the interval is launch noise."""
+def _variance(e: ScenarioEvidence) -> str:
+    s = e.speedup
+    if s is None or s.variance_source is None:
+        return "-"
+    df = f", df {s.df:.1f}" if s.df is not None else ""
+    return f"{s.variance_source}{df}"
+
+
+def _drift(e: ScenarioEvidence) -> str:
+    d = e.drift
+    if d is None:
+        return "-"
+    flag = "FLAGGED" if d.flagged else "none"
+    return f"{flag} ({d.slope_per_round:+.3f}/round, p {d.p_value:.2f})"
+
+
+def rounds_spec(data: ReportData) -> TableSpec | None:
+    """Per candidate and scenario: each round's rates and ratio, the interval with its level, the variance it
+    used (pooled over the run's pairs or the pair's own, with df), rounds left out and drift."""
     rows = []
     for e in data.entries():
         s = e.speedup
-        if s is None or (len(s.launches_baseline) <= 1 and len(s.launches_candidate) <= 1):
+        if s is None or not s.rounds:
             continue
-        c = s.components
+        left_out = "; ".join(f"round {r + 1}: {why}" for r, why in s.excluded_rounds.items()) or "-"
         rows.append(
             (
                 e.candidate,
                 e.scenario,
-                f"{fmt_ratio(s.point)} {_interval(s.low, s.high)}",
+                fmt_interval(s.point, s.low, s.high, s.level),
                 _interval(s.rerun_low, s.rerun_high),
-                _rates(s.launch_rates_baseline),
-                _rates(s.launch_rates_candidate),
-                _share(c.launch_share if c else None),
-                "-" if c is None or c.df_effective is None else f"{c.df_effective:.1f}",
-                s.method,
+                _ratios(s.round_log_ratios),
+                _rates(s.baseline_values),
+                _rates(s.candidate_values),
+                _variance(e),
+                _drift(e),
+                left_out,
             )
         )
     if not rows:
@@ -48,54 +68,39 @@ def launches_spec(data: ReportData) -> TableSpec | None:
     columns = (
         "candidate",
         "scenario",
-        "speedup (all launches)",
+        "speedup (interval, level)",
         "a rerun's point",
-        "baseline tok/s per launch",
-        "candidate tok/s per launch",
-        "launch share of variance",
-        "df",
-        "method",
+        "ratio per round",
+        "baseline tok/s per round",
+        "candidate tok/s per round",
+        "variance",
+        "drift",
+        "rounds left out",
     )
     return TableSpec(columns=columns, rows=tuple(rows))
 
 
-def noise_floor_spec(data: ReportData) -> TableSpec | None:
-    """Per track and scenario: the baseline's alternate launches against each other (speedup, outputs, band) and
-    the decision the plan's rule gives that pair taken as a candidate (anything but accept, or the machine
-    drifted)."""
-    if data.evidence is None or not data.evidence.noise_floors:
+def controls_spec(data: ReportData) -> TableSpec | None:
+    """Per A/A control and scenario: its speedup over the baseline, whether the interval holds 1.0, its outputs,
+    and the decision the plan's rule gives it (anything but accept, or the machine drifted)."""
+    if data.evidence is None or not data.evidence.controls:
         return None
     rows = []
-    for n in data.evidence.noise_floors:
-        f = n.floor
-        agree = "-"
-        if f.parity is not None and f.parity.n_compared:
-            agree = f"{f.parity.n_equal}/{f.parity.n_compared} equal"
-        band = "-" if f.band_low is None or f.band_high is None else f"{f.band_low:.3f} .. {f.band_high:.3f}"
-        judged = n.as_candidate
-        as_candidate = "-" if judged is None else f"{judged.decision.value} ({judged.reason})"
+    for c in data.evidence.controls:
+        s, p = c.speedup, c.parity
+        agree = "-" if p is None or not p.n_compared else f"{p.n_equal}/{p.n_compared} equal"
+        holds = "-" if s is None or s.low is None or s.high is None else "yes" if s.low <= 1.0 <= s.high else "NO"
         rows.append(
             (
-                n.track,
-                n.scenario,
-                f"{fmt_ratio(f.speedup.point, 3)} {_interval(f.speedup.low, f.speedup.high)}",
-                "yes" if f.contains_one else "no" if f.contains_one is not None else "-",
+                c.candidate,
+                c.scenario,
+                "-" if s is None else fmt_interval(s.point, s.low, s.high, s.level),
+                holds,
                 agree,
-                band,
-                f"{f.verdict} ({f.reason})",
-                as_candidate,
+                f"{c.decision.decision.value} ({c.decision.reason})",
             )
         )
-    columns = (
-        "track",
-        "scenario",
-        "A/A speedup",
-        "contains 1.0",
-        "launch outputs",
-        "noise band",
-        "verdict",
-        "as a candidate",
-    )
+    columns = ("control", "scenario", "A/A speedup (interval, level)", "contains 1.0", "outputs", "decision")
     return TableSpec(columns=columns, rows=tuple(rows))
 
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 from specselect.artifacts.results import GroupResult
 from specselect.core.gates import AdmissionResult
 from specselect.report.data import ReportData
-from specselect.report.evidence_tables import launches_spec, noise_floor_spec, prediction_spec
+from specselect.report.evidence_tables import controls_spec, prediction_spec, rounds_spec
 from specselect.report.handoff_tables import mix_lines, mix_spec, serve_blocks
 from specselect.report.plots import FigureSection, build_plots
 from specselect.report.segment_tables import segment_lead, segment_lines, segment_spec
@@ -49,7 +49,9 @@ CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 """The page's Content-Security-Policy: nothing may load or run, so it behaves the same offline."""
 
 _PILL_COLUMNS = frozenset({"run", "evidence", "decision", "parity", "status", "outcome"})
-_NUM_COLUMNS = frozenset({"speedup [95% CI]", "TTFT p95", "E2E p95", "peak memory", "start-up", "scenarios done"})
+_NUM_COLUMNS = frozenset(
+    {"speedup (interval, level)", "TTFT p95; mean", "E2E p95; mean", "peak memory", "start-up", "scenarios done"}
+)
 _SECTIONS = (
     ("decisions", "Decisions"),
     ("verdicts", "Verdicts"),
@@ -236,17 +238,18 @@ def _facts_cell(result: AdmissionResult) -> str:
 
 _CERTAINTY_TABLES = (
     (
-        "A/A noise floor",
-        noise_floor_spec,
-        "The baseline against independent launches of itself: identical servers land inside the band, so an "
-        "accepted speedup's interval must lie above it. 'As a candidate' is what the plan's rule decides for this "
-        "pair: an accept there means the machine drifted between launches by more than the thresholds allow.",
+        "Paired rounds",
+        rounds_spec,
+        "Each round launched the candidate next to its baseline; the speedup is the mean of the rounds' log "
+        "ratios, its interval a t interval at the level shown (the look's share of the error budget) on the "
+        "round variance pooled over the run's pairs where they are alike, else the pair's own. A rerun of the "
+        "same plan is expected to put its point inside 'a rerun's point'.",
     ),
     (
-        "Launches",
-        launches_spec,
-        "THE speedup pooled over every launch of both sides; its interval includes how much launches differ. "
-        "A rerun of the same plan is expected to put its point inside 'a rerun's point'.",
+        "A/A controls",
+        controls_spec,
+        "The baseline's own configuration launched next to it in every round and judged as if it were a "
+        "candidate: its interval should contain 1.0 and the plan's rule must not accept it.",
     ),
     (
         "Predicted vs measured decode speedup",
@@ -264,7 +267,7 @@ def _certainty(data: ReportData) -> str:
         if spec is not None:
             parts.append(f'<h3>{esc(title)}</h3><p class="lead">{esc(lead)}</p>{_table(spec)}')
     if not parts:
-        return _section("certainty", "How sure", '<p class="hint">One launch per group and no prediction.</p>')
+        return _section("certainty", "How sure", '<p class="hint">One round per group and no prediction.</p>')
     return _section("certainty", "How sure", "".join(parts))
 
 

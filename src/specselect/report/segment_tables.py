@@ -10,13 +10,21 @@ from specselect.evidence.categories import AcceptanceSummary, CategoryEvidence
 from specselect.evidence.pipeline import ScenarioEvidence
 from specselect.evidence.segments import InputLengthSegments, Segment
 from specselect.evidence.stats import RatioEstimate
-from specselect.report.console import fmt_ratio
+from specselect.report.console import fmt_interval, fmt_ratio
 from specselect.report.data import ReportData
 from specselect.report.tables import TableSpec
 
 __all__ = ["SEGMENT_COLUMNS", "segment_lead", "segment_lines", "segment_spec"]
 
-SEGMENT_COLUMNS = ("candidate", "scenario", "part", "items (requests)", "speedup [95% CI]", "acceptance", "outcome")
+SEGMENT_COLUMNS = (
+    "candidate",
+    "scenario",
+    "part",
+    "items (requests)",
+    "speedup (interval, level)",
+    "acceptance",
+    "outcome",
+)
 
 
 def _segmented(data: ReportData) -> list[tuple[ScenarioEvidence, InputLengthSegments]]:
@@ -28,7 +36,7 @@ def _interval(estimate: RatioEstimate | None) -> str:
         return "-"
     if estimate.low is None or estimate.high is None:
         return f"{fmt_ratio(estimate.point)} (no interval: {estimate.reason or 'not computed'})"
-    return f"{fmt_ratio(estimate.point)} [{estimate.low:.2f}, {estimate.high:.2f}]"
+    return fmt_interval(estimate.point, estimate.low, estimate.high, estimate.level)
 
 
 def _acceptance(summary: AcceptanceSummary | None) -> str:

@@ -1,5 +1,5 @@
 """Time budgets: a sweep's, stated before its candidates run (from the baseline's measured start-up and decode rate),
-and whether one more sequential round fits the plan's `sequential_budget_s` (from the launches that ran)."""
+and whether the rounds after a look fit the plan's `sequential_budget_s` (from the launches that ran)."""
 
 from __future__ import annotations
 
@@ -46,8 +46,8 @@ def remaining_budget(
 ) -> DurationEstimate | None:
     """The expected duration of the groups still to run, or None when the baseline gave nothing to go by.
 
-    Every group still to run starts `launches` servers; the baseline, whose first launch just ran, the rest of its
-    own (launches the sequential rule may add are not counted: they are not planned).
+    Every group still to run starts a server in each of the first look's `rounds`; the baseline, whose first
+    launch just ran, the rest of its own (rounds after the first look run only for open pairs: not counted).
     """
     plan = loaded.plan
     rate = _per_stream_rate(baseline) if baseline.run_status == RunStatus.COMPLETED else None
@@ -57,14 +57,14 @@ def remaining_budget(
         cand
         for cand in plan.groups
         if cand.name not in done
-        and (cand.is_baseline or ((result := adm.result(cand.name)) is not None and result.admitted))
+        and (cand.runs_target_only or ((result := adm.result(cand.name)) is not None and result.admitted))
     ]
-    launches = plan.run.launches
-    lives = [(cand.name, j) for cand in todo for j in range(launches)]
-    lives += [(baseline.group, j) for j in range(1 + len(baseline.relaunches), launches)]
+    rounds = plan.run.rounds
+    lives = [(cand.name, j) for cand in todo for j in range(rounds)]
+    lives += [(baseline.group, j) for j in range(1 + len(baseline.relaunches), rounds)]
     scenarios = [
         ScenarioLoad(
-            name=f"{group}/{name}-c{level}" + (f"/launch{j + 1}" if launches > 1 else ""),
+            name=f"{group}/{name}-c{level}" + (f"/round{j + 1}" if rounds > 1 else ""),
             concurrency=level,
             n_requests=plan.run.warmup_requests + plan.run.repeats * len(workload.items),
             max_tokens=plan.sampling.max_tokens,
@@ -104,18 +104,20 @@ def round_seconds(groups: Sequence[GroupResult]) -> float | None:
 
 
 def round_that_does_not_fit(
-    budget_s: float | None, elapsed_s: float, groups: Sequence[GroupResult], *, launch: int
+    budget_s: float | None, elapsed_s: float, groups: Sequence[GroupResult], *, start: int, end: int
 ) -> str | None:
-    """Why sequential launch `launch` (0-based) is left out under the plan's `sequential_budget_s`, or None when it
-    fits (or no budget is set). A round with nothing to go by is left out: its cost is unknown."""
+    """Why rounds `start` .. `end` - 1 (0-based) are left out under the plan's `sequential_budget_s`, or None when
+    they fit (or no budget is set). Rounds with nothing to go by are left out: their cost is unknown."""
     if budget_s is None:
         return None
-    projected = round_seconds(groups)
-    if projected is None:
-        return f"launch {launch + 1} left out: no timed launch of {', '.join(g.group for g in groups)} to go by"
+    which = f"round {start + 1}" if end == start + 1 else f"rounds {start + 1}-{end}"
+    one = round_seconds(groups)
+    if one is None:
+        return f"{which} left out: no timed launch of {', '.join(g.group for g in groups)} to go by"
+    projected = one * (end - start)
     if elapsed_s + projected <= budget_s:
         return None
     return (
-        f"launch {launch + 1} left out: {elapsed_s:.0f} s spent and ~{projected:.0f} s expected for "
+        f"{which} left out: {elapsed_s:.0f} s spent and ~{projected:.0f} s expected for "
         f"{', '.join(g.group for g in groups)} exceed sequential_budget_s = {budget_s:.0f}"
     )

@@ -4,7 +4,7 @@ workload items and the engine and models installed now, and list every differenc
 Order: the recorded plan (or `--plan`) reduced to the candidate, its track's baseline and the scenarios it was
 recommended in; preflight and admission (identities are known before any server starts); the cost, stated; the
 candidate's server first -- when its acceptance already differs from the recorded spread the answer is clear and
-the baseline is not started -- then the baseline's, then the plan's later launches of both in mirrored rounds;
+the baseline is not started -- then the baseline's, then the plan's later rounds through the run's own loop;
 then THE speedup over every launch and parity against the recorded ones (`evidence.regression`). Everything
 measured lands in `<out>/` with `check.json`.
 """
@@ -43,6 +43,7 @@ from specselect.runner.group import GroupJob, relaunch_group, run_group
 from specselect.runner.jobs import build_job
 from specselect.runner.preflight import Preflight, run_preflight
 from specselect.runner.progress import Progress
+from specselect.runner.rounds import RoundLoop
 
 __all__ = ["CHECK_FILE", "CheckOptions", "CheckOutcome", "Recorded", "load_recorded", "run_check"]
 
@@ -59,8 +60,8 @@ class CheckOptions:
     """The setup to measure now (default: the recorded plan)."""
     candidate: str | None = None
     repeats: int = 1
-    launches: int | None = None
-    """Server launches per side (None: the measured plan's `[run] launches`, as the recorded run pooled)."""
+    rounds: int | None = None
+    """Paired rounds (None: the measured plan's `[run] rounds`, as the recorded run's first look)."""
     out_dir: Path | None = None
     home: Path | None = None
 
@@ -154,12 +155,12 @@ def _recorded_plan(recorded: Recorded) -> LoadedPlan:
     return LoadedPlan(plan=plan, source=source, plan_hash=plan.plan_hash, base_dir=base, text="")
 
 
-def reduced_plan(loaded: LoadedPlan, recorded: Recorded, repeats: int, launches: int | None = None) -> LoadedPlan:
+def reduced_plan(loaded: LoadedPlan, recorded: Recorded, repeats: int, rounds: int | None = None) -> LoadedPlan:
     """`loaded` with only the candidate (no sweep or schedule origin), its track's declared baseline, the
     checked workloads and levels, `repeats` repeats, no parity pass, no early stop and no [traffic].
 
-    Its `[run] launches` (or `launches`) are measured, so THE speedup now has the recorded one's launch variance;
-    no `max_launches`: a check spends the cost it states up front, the sequential rule would add launches."""
+    Its `[run] rounds` (or `rounds`) are measured, so THE speedup now has the recorded one's launch variance;
+    one look: a check spends the cost it states up front, later looks would add rounds."""
     plan = loaded.plan
     cand = next((c for c in plan.candidates if c.name == recorded.candidate), None)
     if cand is None:
@@ -181,8 +182,8 @@ def reduced_plan(loaded: LoadedPlan, recorded: Recorded, repeats: int, launches:
             **data["run"],
             "concurrency": sorted({k.concurrency for k in keys}),
             "repeats": repeats,
-            "launches": launches or plan.run.launches,
-            "max_launches": None,
+            "rounds": rounds or plan.run.rounds,
+            "looks": [],
             "sequential_budget_s": None,
             "parity_pass": "off",
             "early_stop": False,
@@ -192,8 +193,8 @@ def reduced_plan(loaded: LoadedPlan, recorded: Recorded, repeats: int, launches:
     return loaded.model_copy(update={"plan": reduced, "plan_hash": reduced.plan_hash})
 
 
-def check_cost(recorded: Recorded, items: Mapping[str, int], repeats: int, warmup: int, launches: int = 1) -> CheckCost:
-    """Two servers, each started `launches` times, and each checked scenario once per side and launch
+def check_cost(recorded: Recorded, items: Mapping[str, int], repeats: int, warmup: int, rounds: int = 1) -> CheckCost:
+    """Two servers, each started once per round, and each checked scenario once per side and round
     (`items`: workload -> item count), timed as the recorded run ran them: its start-ups, the baseline's seconds
     per request and the candidate's speedup."""
     startup = sum(g.startup_s or 0.0 for g in (recorded.group, recorded.baseline) if g is not None)
@@ -208,13 +209,13 @@ def check_cost(recorded: Recorded, items: Mapping[str, int], repeats: int, warmu
         per = (scenario.baseline_seconds or 0.0) * n / scenario.concurrency
         seconds += per * (1.0 + 1.0 / (entry.throughput_speedup or 1.0))
     return CheckCost(
-        servers=2 * launches,
-        launches=launches,
-        recorded_launches=recorded.handoff.launches,
-        startup_s=startup * launches,
-        requests=requests * launches,
-        measure_s=seconds * launches,
-        seconds=(startup + seconds) * launches,
+        servers=2 * rounds,
+        rounds=rounds,
+        recorded_rounds=recorded.handoff.rounds,
+        startup_s=startup * rounds,
+        requests=requests * rounds,
+        measure_s=seconds * rounds,
+        seconds=(startup + seconds) * rounds,
     )
 
 
@@ -237,7 +238,7 @@ class _Check:
         self.opts, self.progress = opts, progress
         self.recorded = load_recorded(opts.target, opts.candidate)
         base = load_plan(opts.plan_ref) if opts.plan_ref else _recorded_plan(self.recorded)
-        self.loaded = reduced_plan(base, self.recorded, opts.repeats, opts.launches)
+        self.loaded = reduced_plan(base, self.recorded, opts.repeats, opts.rounds)
         handoff = self.recorded.handoff
         self.layout = RunLayout(opts.out_dir or self.recorded.path.parent.parent / f"{handoff.label}-check")
         self.engine: Engine = create_engine(self.loaded.plan.engine)
@@ -311,21 +312,23 @@ class _Check:
         atomic_write_json(self.layout.group_summary(job.name), result.model_dump(mode="json"))
         return result
 
-    def later_launches(
+    def later_rounds(
         self, ready: _Prepared, first: Mapping[str, GroupResult]
     ) -> tuple[dict[str, GroupResult], str | None]:
-        """Launches 2 .. of candidate and baseline in mirrored rounds, as a run measures them (the first round
-        was candidate then baseline, so the second starts with the baseline); None or the group whose latest
-        launch did not complete."""
+        """Rounds 2 .. of candidate and baseline through the run's loop (round 1 ran the candidate first, so the
+        design's order starts reversed); the groups, and None or the group whose latest launch did not complete."""
         groups = dict(first)
         jobs = {ready.candidate.name: ready.candidate, ready.baseline.name: ready.baseline}
-        for index in range(1, self.loaded.plan.run.launches):
-            order = [ready.candidate.name, ready.baseline.name]
-            for name in reversed(order) if index % 2 else order:
-                groups[name] = self.measure(ready.run, jobs[name], ready.pre, groups[name])
-                if groups[name].relaunches[-1].run_status != RunStatus.COMPLETED:
-                    return groups, name
-        return groups, None
+
+        def launch(name: str, index: int) -> GroupResult:
+            del index  # the next launch of the group: measure() appends it
+            groups[name] = self.measure(ready.run, jobs[name], ready.pre, groups[name])
+            return groups[name]
+
+        plan = self.loaded.plan
+        loop = RoundLoop(plan, launch=launch, progress=self.progress, reverse_first=True, stop_on_failure=True)
+        outcome = loop.run([ready.candidate.name], start=1, looks=plan.run.look_rounds)
+        return groups, outcome.broken
 
     def acceptance(self, run: RunContext) -> tuple[list[Problem], dict[str, CheckScenario]]:
         """The candidate's acceptance per scenario against the recorded spread."""
@@ -349,8 +352,8 @@ class _Check:
     def compare(self, evidence: Evidence, rows: dict[str, CheckScenario]) -> list[Problem]:
         """Speedup and parity per scenario against the recorded ones."""
         problems: list[Problem] = []
-        launches = self.loaded.plan.run.launches
-        judged = speedup_judged(launches)
+        rounds = self.loaded.plan.run.rounds
+        judged = speedup_judged(rounds)
         for entry in evidence.entries:
             row = rows.get(entry.scenario)
             if row is None:
@@ -363,7 +366,7 @@ class _Check:
             ev = entry.evidence
             why = f"{ev.evidence_status.value}, missing {', '.join(ev.missing_evidence)}" if ev.missing_evidence else ""
             found = speedup_problem(
-                entry.scenario, row.recorded_speedup, span, why or ev.evidence_status.value, launches=launches
+                entry.scenario, row.recorded_speedup, span, why or ev.evidence_status.value, rounds=rounds
             )
             p = entry.parity
             detail = f"{p.n_compared - p.n_equal} of {p.n_compared} outputs differ" if p is not None else ""
@@ -410,7 +413,7 @@ def run_check(opts: CheckOptions, progress: Progress) -> CheckOutcome:
     pre, run = ready.pre, ready.run
     items = {name: len(w.items) for name, w in pre.workloads.items()}
     plan_run = check.loaded.plan.run
-    cost = check_cost(check.recorded, items, opts.repeats, plan_run.warmup_requests, plan_run.launches)
+    cost = check_cost(check.recorded, items, opts.repeats, plan_run.warmup_requests, plan_run.rounds)
     progress.info(f"check of {ready.candidate.name}: {cost.line()}")
     problems = check.identity(pre, run, ready.candidate)
     candidate = check.measure(run, ready.candidate, pre)
@@ -427,7 +430,7 @@ def run_check(opts: CheckOptions, progress: Progress) -> CheckOutcome:
     failed = check.failed(baseline)
     if failed is not None:
         return check.report(cost, rows, [*problems, failed], "the baseline did not run")
-    groups, broken = check.later_launches(ready, {candidate.group: candidate, baseline.group: baseline})
+    groups, broken = check.later_rounds(ready, {candidate.group: candidate, baseline.group: baseline})
     candidate, baseline = groups[candidate.group], groups[baseline.group]
     if broken is not None:
         failed = check.failed(groups[broken], latest=True)

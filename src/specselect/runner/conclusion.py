@@ -12,9 +12,8 @@ from specselect.assets.refs import ResolvedModel
 from specselect.core.decision import Thresholds
 from specselect.engines.devices import group_budget_mb
 from specselect.evidence.pipeline import Evidence, EvidenceSettings, ScenarioKey, analyze_sweeps, build_evidence
-from specselect.evidence.pipeline.sequential import evidence_plan
 from specselect.evidence.prediction import ProposerCost
-from specselect.evidence.sequential import SequentialPolicy, launch_look_level
+from specselect.evidence.rounds.design import LookSchedule
 from specselect.evidence.stats import BootstrapPolicy
 from specselect.plan import LoadedPlan, Plan
 from specselect.runner.context import RunContext
@@ -27,9 +26,9 @@ __all__ = [
     "conclude",
     "evidence_settings",
     "look",
+    "look_schedule",
     "plan_scenarios",
     "proposer_costs",
-    "sequential_policy",
 ]
 
 
@@ -46,25 +45,15 @@ def plan_scenarios(loaded: LoadedPlan) -> list[ScenarioKey]:
     return [ScenarioKey(w, c) for w in loaded.plan.workloads for c in loaded.plan.run.concurrency]
 
 
-def sequential_policy(plan: Plan) -> SequentialPolicy | None:
-    """The sequential rule's budget with `[run] max_launches` (launch-level: the repeats per launch are fixed)."""
-    run = plan.run
-    if run.max_launches is None:
-        return None
-    return SequentialPolicy(max_repeats=run.repeats, max_launches=run.max_launches, min_launches=run.launches)
+def look_schedule(plan: Plan) -> LookSchedule:
+    """The plan's looks and the one-sided error budget of an accept spent over them."""
+    return LookSchedule.of_level(plan.run.look_rounds, plan.thresholds.confidence_level)
 
 
 def evidence_settings(run: RunContext) -> EvidenceSettings:
     """The plan's thresholds (the memory budget defaults to the probed device budget, per candidate the devices
-    its server uses) and policies.
-
-    With sequential launches every interval is at the Bonferroni level over the looks the budget allows (one per
-    launch from `launches` to `max_launches`), so deciding at the look that settled a pair keeps the plan's error
-    rate.
-    """
+    its server uses) and policies; every interval is at its look's level (`look_schedule`)."""
     t = run.loaded.plan.thresholds
-    policy = sequential_policy(run.loaded.plan)
-    level = t.confidence_level if policy is None else launch_look_level(t.confidence_level, policy)
     budget = t.max_peak_memory_mb
     caps = run.setup.caps
     budgets: dict[str, float] = {}
@@ -77,11 +66,13 @@ def evidence_settings(run: RunContext) -> EvidenceSettings:
             max_ttft_regression_ratio=t.max_ttft_regression_ratio,
             max_e2e_p95_regression_ratio=t.max_e2e_p95_regression_ratio,
             max_peak_memory_mb=budget,
+            latency_gate=t.latency_gate,
         ),
-        bootstrap=BootstrapPolicy(level=level),
+        bootstrap=BootstrapPolicy(level=t.confidence_level),
+        schedule=look_schedule(run.loaded.plan),
+        estimand=t.estimand,
         parity_pass=parity_policy(run.loaded),
         host_foreign_cpu_share_limit=t.max_host_foreign_cpu_share,
-        repeats_per_launch=run.loaded.plan.run.repeats,
         proposer_costs=run.proposer_costs,
         memory_budgets=budgets,
     )
@@ -115,9 +106,6 @@ def conclude(run: RunContext, groups: Sequence[GroupResult], label: str) -> Conc
     loaded, plan = run.loaded, run.loaded.plan
     scenarios = plan_scenarios(loaded)
     evidence = look(run, groups)
-    policy = sequential_policy(plan)
-    if policy is not None:
-        evidence = evidence.model_copy(update={"sequential": evidence_plan(evidence, policy)})
     sweeps = analyze_sweeps(
         evidence,
         groups,

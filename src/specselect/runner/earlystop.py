@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from specselect.artifacts.results import ScenarioRun
 from specselect.evidence.pipeline import RecordSource, scenario_name
-from specselect.evidence.samples import pair_requests, samples_from_records
-from specselect.evidence.stats import BootstrapPolicy, throughput_speedup
+from specselect.evidence.rounds.estimate import pair_estimate
+from specselect.evidence.samples import samples_from_records
+from specselect.evidence.stats import BootstrapPolicy
 from specselect.evidence.sweeps import SweepPoint, early_stop_reason
 from specselect.workloads.model import Workload
 
@@ -31,12 +32,13 @@ def early_stop_check(
     Both sides' records come from the run's records (the baseline ran first). No baseline records (it failed,
     or was not measured here) means no comparison and no stop.
     """
-    base = records.timed(baseline, scenario)
-    cand = records.timed(group, scenario)
-    pairs = pair_requests(samples_from_records(base), samples_from_records(cand)).pairs
-    if not pairs:
+    base = samples_from_records(r for r in records.timed(baseline, scenario) if r.launch == 0)
+    cand = samples_from_records(r for r in records.timed(group, scenario) if r.launch == 0)
+    if not base or not cand:
         return None
-    speedup = throughput_speedup(pairs, policy)
+    # The decision's estimator on round 1 alone: its interval is the items' (no launch variation yet).
+    estimate = pair_estimate(base, cand, level=policy.level, basis=policy.throughput_basis)
+    speedup = estimate.as_ratio_estimate(n_samples=min(len(base), len(cand)))
     return early_stop_reason(SweepPoint(candidate=group, workload=workload, concurrency=concurrency, speedup=speedup))
 
 

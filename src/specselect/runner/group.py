@@ -81,10 +81,10 @@ def launch_record(server: RunningServer) -> LaunchRecord:
 
 
 def launch_label(run: RunConfig, index: int) -> str:
-    """`launch 2 of 2`, or for a launch the sequential rule added `launch 3 (sequential, at most 4)`."""
-    if index < run.launches:
-        return f"launch {index + 1} of {run.launches}"
-    return f"launch {index + 1} (sequential, at most {run.max_launches})"
+    """`round 2 of 2`, or for a round after the first look `round 4 (after a look, at most 5)`."""
+    if index < run.rounds:
+        return f"round {index + 1} of {run.rounds}"
+    return f"round {index + 1} (after a look, at most {run.max_rounds})"
 
 
 def _now() -> str:
@@ -163,10 +163,10 @@ class _GroupRunner:
         identity = self.engine.identity(self.ctx)
         return {
             "group": cand.name,
-            "role": "baseline" if self.job.is_baseline else "candidate",
-            "family": BASELINE_FAMILY if self.job.is_baseline else cand.family,
-            "method": None if self.job.is_baseline else (gathered.method if gathered else cand.method),
-            "execution_path": "target_only" if self.job.is_baseline else "speculative",
+            "role": "baseline" if self.job.is_baseline else "control" if cand.is_control else "candidate",
+            "family": BASELINE_FAMILY if cand.runs_target_only else cand.family,
+            "method": None if cand.runs_target_only else (gathered.method if gathered else cand.method),
+            "execution_path": "target_only" if cand.runs_target_only else "speculative",
             "target_snapshot": identity.target_snapshot,
             "proposer_snapshot": gathered.proposer.snapshot if gathered and gathered.proposer else None,
             "engine_version": identity.engine_version,
@@ -176,7 +176,7 @@ class _GroupRunner:
             "target_ref": self.ctx.target_config.model,
             "endpoint": self.ctx.setup.endpoints.get(cand.name),
             "derived_schedule": self.job.schedule,
-            "launches_planned": self.plan.run.launches,
+            "launches_planned": self.plan.run.rounds,
         }
 
     def measure_all(self, session: Session, done: _Progressed) -> None:
@@ -267,7 +267,9 @@ class _GroupRunner:
         )
         done.handle = handle = self.engine.serve(self.ctx, self.job.gathered, options)
         if self.engine.launches_servers:
-            launch = f" ({launch_label(self.plan.run, self.index)})" if self.index or self.plan.run.launches > 1 else ""
+            launch = (
+                f" ({launch_label(self.plan.run, self.index)})" if self.index or self.plan.run.max_rounds > 1 else ""
+            )
             self.progress.info(f"starting server for {name}{launch} (log: {self.layout.rel(options.log_path)})")
         with handle as session:
             if session.server is not None:

@@ -39,7 +39,7 @@ def build_job(
     """
     track = loaded.plan.track_of(cand.name)
     runnable = [r for r in map(adm.result, track.members) if r is not None and r.admitted]
-    skip = NO_RUNNABLE_ON_TRACK if cand.is_baseline and not track.is_default and not runnable else None
+    skip = NO_RUNNABLE_ON_TRACK if cand.runs_target_only and not track.is_default and not runnable else None
     parity: Literal["full", "divergent", "off"] = "off"
     reference: frozenset[str] = frozenset()
     if cand.is_baseline:

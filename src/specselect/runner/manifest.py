@@ -34,8 +34,8 @@ def _entry(
     summary = layout.rel(layout.group_summary(cand.name))
     return ManifestGroup(
         name=cand.name,
-        role="baseline" if cand.is_baseline else "candidate",
-        family="target_only" if cand.is_baseline else cand.family,
+        role="baseline" if cand.is_baseline else "control" if cand.is_control else "candidate",
+        family="target_only" if cand.runs_target_only else cand.family,
         run_status=g.run_status if g else RunStatus.RUNNABLE,
         reason=g.reason if g else "pending",
         complete=g.complete if g else False,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -53,7 +54,7 @@ def _key_envs(loaded: LoadedPlan) -> list[str]:
     return list(dict.fromkeys(n for n in names if n))
 
 
-def _plan_findings(loaded: LoadedPlan) -> list[Finding]:
+def _plan_findings(loaded: LoadedPlan, workloads: Mapping[str, Workload]) -> list[Finding]:
     plan = loaded.plan
     found: list[Finding] = [
         ("error", "api_key_env_unset", f"environment variable {name} is not set: export it, or drop api_key_env")
@@ -79,17 +80,33 @@ def _plan_findings(loaded: LoadedPlan) -> list[Finding]:
                 f"temperature {plan.sampling.temperature} > 0: outputs are sampled, exact parity cannot be checked",
             )
         )
-    if plan.run.repeats < 2:
+    if plan.run.max_rounds < 2:
         found.append(
             (
                 "warning",
-                "single_repeat",
-                "repeats = 1: no baseline self-consistency control and wide confidence intervals",
+                "single_round",
+                "rounds = 1: the intervals hold no launch-to-launch variation, so no candidate can be accepted "
+                "(tune, no_launch_replication); set rounds = 2 or more",
             )
         )
-    if not any(c.enabled for c in plan.candidates if not c.is_baseline):
+    if plan.thresholds.estimand == "traffic" and (few := _few_items(workloads)):
+        found.append(
+            (
+                "warning",
+                "few_items_for_traffic",
+                f"estimand = traffic with {few}: the items' variance rests on few prompts; 24 or more give it "
+                "a usable number of degrees of freedom",
+            )
+        )
+    if not plan.run.aa_control and not any(c.enabled for c in plan.candidates if not c.is_baseline):
         found.append(("warning", "no_enabled_candidates", "no candidate is enabled: only the baseline will run"))
     return found
+
+
+def _few_items(workloads: Mapping[str, Workload]) -> str | None:
+    """The workloads with fewer than 24 items, as `general (8 items)`; None when there are none."""
+    few = [f"{name} ({len(w.items)} items)" for name, w in workloads.items() if len(w.items) < 24]
+    return ", ".join(few) or None
 
 
 def _results_findings(results_root: Path) -> list[Finding]:
@@ -106,10 +123,17 @@ def _results_findings(results_root: Path) -> list[Finding]:
     return []
 
 
-def audit_plan(loaded: LoadedPlan, engine: Engine, setup: EngineSetup, results_root: Path) -> list[AuditFinding]:
+def audit_plan(
+    loaded: LoadedPlan,
+    engine: Engine,
+    setup: EngineSetup,
+    results_root: Path,
+    workloads: Mapping[str, Workload] | None = None,
+) -> list[AuditFinding]:
     """Configuration problems found before anything starts (the plan's, the engine's, the results
     directory's); `error` findings stop the run."""
-    found = [*_plan_findings(loaded), *engine.audit(loaded.plan, setup), *_results_findings(results_root)]
+    plan_found = _plan_findings(loaded, workloads or {})
+    found = [*plan_found, *engine.audit(loaded.plan, setup), *_results_findings(results_root)]
     return [
         AuditFinding.model_validate({"severity": severity, "code": code, "message": message})
         for severity, code, message in found
@@ -191,7 +215,7 @@ def run_preflight(
         target=target,
         proposers={},
         workloads={name: w.identity for name, w in workloads.items()},
-        audit=tuple(audit_plan(loaded, engine, setup, results_root)),
+        audit=tuple(audit_plan(loaded, engine, setup, results_root, workloads)),
         label_existed=label_existed,
         seconds=round(time.monotonic() - t0, 3),
         tracks=targets,

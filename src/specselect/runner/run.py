@@ -13,17 +13,9 @@ from specselect.core.status import RunStatus
 from specselect.engines import Engine, GroupContext, create_engine
 from specselect.errors import ConfigError, InterruptedRun, UsageError
 from specselect.evidence.pipeline import InMemoryRecords
-from specselect.evidence.pipeline.sequential import continuing_candidates, evidence_plan
 from specselect.plan import BASELINE_GROUP, Candidate, LoadedPlan, load_plan
 from specselect.runner.budget import is_sweep, remaining_budget, round_that_does_not_fit
-from specselect.runner.conclusion import (
-    conclude,
-    evidence_settings,
-    look,
-    plan_scenarios,
-    proposer_costs,
-    sequential_policy,
-)
+from specselect.runner.conclusion import conclude, evidence_settings, look, plan_scenarios, proposer_costs
 from specselect.runner.context import RunContext, group_context
 from specselect.runner.group import GroupInterrupted, launch_label, relaunch_group, run_group
 from specselect.runner.jobs import build_job
@@ -38,6 +30,7 @@ from specselect.runner.resume import (
     resumable_group,
     resumed_preflight,
 )
+from specselect.runner.rounds import RoundLoop, first_round_order
 from specselect.runner.schedule import DerivationInputs, schedule_job, with_schedule
 from specselect.runner.signals import sigterm_as_interrupt
 
@@ -103,6 +96,8 @@ class _Run:
         self.budget_stated = False
         self.t0 = time.monotonic()
         """When this invocation started: the clock of `[run] sequential_budget_s`."""
+        self.previous: Manifest | None = None
+        """The earlier run's manifest with --resume."""
 
     def preflight_and_admission(self, *, label_existed: bool) -> tuple[Preflight, Admissions]:
         pre = run_preflight(
@@ -171,69 +166,66 @@ class _Run:
     def run_groups(
         self, writer: ManifestWriter, pre: Preflight, adm: Admissions, run: RunContext, previous: Manifest | None
     ) -> tuple[dict[str, GroupResult], list[str]]:
-        """Every group of the plan, one server at a time; kept groups of an earlier run are not run again."""
+        """Round 0 (every group; kept groups of an earlier run are not run again), then the rounds to each look
+        for the candidates the rule runs on (`runner.rounds`)."""
         groups: dict[str, GroupResult] = {}
         kept: list[str] = []
         derivation = DerivationInputs(evidence_settings(run), plan_scenarios(self.loaded))
-        for cand in self.loaded.plan.groups:
-            earlier = resumable_group(self.layout, cand.name, previous)
-            if earlier is not None:
-                keep_records(self.layout, earlier, run.records)
-                groups[cand.name] = earlier
-                kept.append(cand.name)
-                self.progress.info(f"{cand.name}: kept from the earlier run ({earlier.run_status.value})")
-                continue
-            self.state_budget(writer, adm, run, groups)
-            job = schedule_job(build_job(self.loaded, cand, adm=adm, done=groups), run, groups, derivation)
-            self.progress.stage(f"group {cand.name}")
-            try:
-                result = run_group(job, run, pre.targets.get(job.track))
-            except GroupInterrupted as stop:
-                groups[cand.name] = stop.result
-                raise self.interrupted(writer, pre, groups, cand.name) from None
-            groups[cand.name] = result
-            if result.run_status == RunStatus.FAILED:
-                self.progress.warn(f"{cand.name} failed: {result.reason}: {result.hint}")
-            else:
-                self.progress.info(f"{cand.name}: {result.run_status.value} ({result.reason})")
-            writer.write(self.layout.group_summary(cand.name), result)
-            writer.update(pre, groups, "running")
-        for index in range(1, self.loaded.plan.run.launches):
-            # Mirrored rounds (B C1 C2, C2 C1 B, ...): every group's mean position in time is the same, so a drift
-            # that is linear in time cancels in the pooled totals.
-            order = self.loaded.plan.groups if index % 2 == 0 else tuple(reversed(self.loaded.plan.groups))
-            for cand in order:
-                self.relaunch(writer, pre, adm, run, groups, cand, index)
-        self.sequential_rounds(writer, pre, adm, run, groups)
+        plan = self.loaded.plan
+        for name in first_round_order(plan):
+            self.first_launch(writer, pre, adm, run, groups, kept, derivation, plan.group(name))
+        active = [c.name for c in plan.groups if not c.is_baseline and groups[c.name].run_status == RunStatus.COMPLETED]
+        loop = RoundLoop(
+            plan,
+            launch=lambda name, index: self.relaunch(writer, pre, adm, run, groups, plan.group(name), index),
+            progress=self.progress,
+            look=lambda: look(run, [groups[c.name] for c in plan.groups if c.name in groups]).plan,
+            fits=lambda names, start, end: round_that_does_not_fit(
+                plan.run.sequential_budget_s,
+                time.monotonic() - self.t0,
+                [groups[n] for n in names if n in groups],
+                start=start,
+                end=end,
+            ),
+        )
+        outcome = loop.run(active, start=1, looks=plan.run.look_rounds)
+        writer.sequential_stop = outcome.stop
         return groups, kept
 
-    def sequential_rounds(
-        self, writer: ManifestWriter, pre: Preflight, adm: Admissions, run: RunContext, groups: dict[str, GroupResult]
+    def first_launch(
+        self,
+        writer: ManifestWriter,
+        pre: Preflight,
+        adm: Admissions,
+        run: RunContext,
+        groups: dict[str, GroupResult],
+        kept: list[str],
+        derivation: DerivationInputs,
+        cand: Candidate,
     ) -> None:
-        """With `[run] max_launches`: one more mirrored round for the candidates the sequential rule continues
-        (and their track baselines), until every pair is settled or the budget is spent."""
-        plan = self.loaded.plan
-        policy = sequential_policy(plan)
-        if policy is None:
+        """A group's launch in round 0 (or, admission refused it, its record without one)."""
+        earlier = resumable_group(self.layout, cand.name, self.previous)
+        if earlier is not None:
+            keep_records(self.layout, earlier, run.records)
+            groups[cand.name] = earlier
+            kept.append(cand.name)
+            self.progress.info(f"{cand.name}: kept from the earlier run ({earlier.run_status.value})")
             return
-        for index in range(plan.run.launches, policy.max_launches):
-            evidence = look(run, [groups[c.name] for c in plan.groups if c.name in groups])
-            names = continuing_candidates(evidence_plan(evidence, policy))
-            if not names:
-                return
-            self.progress.info(f"sequential: unsettled after {index} launches: {', '.join(names)}")
-            chosen = {*names, *(plan.track_of(name).name for name in names)}
-            order = [c for c in plan.groups if c.name in chosen]
-            elapsed = time.monotonic() - self.t0
-            why = round_that_does_not_fit(
-                plan.run.sequential_budget_s, elapsed, [groups[c.name] for c in order], launch=index
-            )
-            if why is not None:
-                self.progress.info(f"sequential: {why}")
-                writer.sequential_stop = why
-                return
-            for cand in reversed(order) if index % 2 else order:
-                self.relaunch(writer, pre, adm, run, groups, cand, 1 + len(groups[cand.name].relaunches))
+        self.state_budget(writer, adm, run, groups)
+        job = schedule_job(build_job(self.loaded, cand, adm=adm, done=groups), run, groups, derivation)
+        self.progress.stage(f"group {cand.name}")
+        try:
+            result = run_group(job, run, pre.targets.get(job.track))
+        except GroupInterrupted as stop:
+            groups[cand.name] = stop.result
+            raise self.interrupted(writer, pre, groups, cand.name) from None
+        groups[cand.name] = result
+        if result.run_status == RunStatus.FAILED:
+            self.progress.warn(f"{cand.name} failed: {result.reason}: {result.hint}")
+        else:
+            self.progress.info(f"{cand.name}: {result.run_status.value} ({result.reason})")
+        writer.write(self.layout.group_summary(cand.name), result)
+        writer.update(pre, groups, "running")
 
     def relaunch(
         self,
@@ -244,11 +236,12 @@ class _Run:
         groups: dict[str, GroupResult],
         cand: Candidate,
         index: int,
-    ) -> None:
-        """Launch `index` of a group whose first launch completed (kept launches of an earlier run are not rerun)."""
+    ) -> GroupResult:
+        """Launch `index` (round `index`) of a group whose first launch completed; kept launches of an earlier run
+        are not run again."""
         group = groups[cand.name]
         if group.run_status != RunStatus.COMPLETED or len(group.relaunches) >= index:
-            return
+            return group
         job = build_job(self.loaded, cand, adm=adm, done=groups)
         if group.derived_schedule is not None:
             job = with_schedule(job, run, group.derived_schedule)
@@ -260,14 +253,15 @@ class _Run:
             raise self.interrupted(writer, pre, groups, cand.name) from None
         latest = groups[cand.name].relaunches[-1]
         if latest.run_status == RunStatus.FAILED:
-            self.progress.warn(f"{cand.name} launch {index + 1} failed: {latest.reason}: {latest.hint}")
+            self.progress.warn(f"{cand.name} round {index + 1} failed: {latest.reason}: {latest.hint}")
         writer.write(self.layout.group_summary(cand.name), groups[cand.name])
         writer.update(pre, groups, "running")
+        return groups[cand.name]
 
     def execute(self) -> RunOutcome:
         if not self.opts.dry_run:
             stop_leftover_servers(self.layout, self.progress)
-        previous = check_resume(self.layout, self.loaded, self.opts.resume)
+        previous = self.previous = check_resume(self.layout, self.loaded, self.opts.resume)
         pre, adm = self.preflight_and_admission(label_existed=previous is not None)
         allow = self.opts.allow_changed_environment
         pre = replace(pre, document=resumed_preflight(self.layout, previous, pre.document, allow=allow))

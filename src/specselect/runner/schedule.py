@@ -1,7 +1,8 @@
 """The schedule candidate of a sweep (`measure_schedule = true`): its schedule, derived just before it runs.
 
-Its sub-candidates and their baseline have run by then (plan order puts the schedule candidate after them), so
-the evidence of those groups alone -- the same pipeline the conclusion runs -- gives each length's crossover
+Its sub-candidates and their baseline have run their first round by then (plan order puts the schedule candidate
+after them), so the evidence of those groups alone -- the same pipeline the conclusion runs, a length whose
+checks all pass on that one round's items counting as paying (`_first_round`) -- gives each length's crossover
 and the length choice per scenario; `evidence.sweeps.derive_schedule` turns them into batch-size ranges and the
 engine writes them as its own setting (`Engine.batch_schedule`). A schedule that is off everywhere, or an engine
 that cannot express one, leaves the candidate skipped with the reason.
@@ -13,7 +14,8 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 
 from specselect.artifacts.results import GroupResult
-from specselect.core.status import RunStatus
+from specselect.core.decision import NO_LAUNCH_REPLICATION
+from specselect.core.status import Decision, RunStatus
 from specselect.evidence.pipeline import (
     Evidence,
     EvidenceSettings,
@@ -61,18 +63,33 @@ class DerivationInputs:
     scenarios: Sequence[ScenarioKey]
 
 
+def _first_round(evidence: Evidence) -> Evidence:
+    """The sweep's first round read as the derivation needs it: a length whose every check passed on round 1's
+    items counts as paying there, though an accept must wait for more rounds (`no_launch_replication`). The
+    schedule is a setting derived from that round; each of its own rounds is then measured like any candidate's."""
+    entries = tuple(
+        e.model_copy(update={"decision": e.decision.model_copy(update={"decision": Decision.ACCEPT})})
+        if e.decision.reason == NO_LAUNCH_REPLICATION
+        else e
+        for e in evidence.entries
+    )
+    return evidence.model_copy(update={"entries": entries})
+
+
 def _derive(
     run: RunContext, job: GroupJob, parent: str, done: Mapping[str, GroupResult], inputs: DerivationInputs
 ) -> DerivedSchedule:
     plan = run.loaded.plan
     members = schedule_members(plan, parent)
     groups = [done[name] for name in (job.track, *members) if name in done]
-    evidence = build_evidence(
-        groups,
-        inputs.scenarios,
-        records=run.records,
-        categories={name: {i.id: i.category for i in w.items} for name, w in run.workloads.items()},
-        settings=inputs.settings,
+    evidence = _first_round(
+        build_evidence(
+            groups,
+            inputs.scenarios,
+            records=run.records,
+            categories={name: {i.id: i.category for i in w.items} for name, w in run.workloads.items()},
+            settings=inputs.settings,
+        )
     )
     sweeps = analyze_sweeps(
         evidence,

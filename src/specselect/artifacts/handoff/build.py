@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from specselect.artifacts.handoff.advice import BatchSchedule, concurrency_advice, length_advice
-from specselect.artifacts.handoff.document import HandoffNoiseFloor
+from specselect.artifacts.handoff.document import HandoffControl
 from specselect.artifacts.handoff.mix import NO_TRAFFIC_NOTE, Cutoff, MixInputs, ServeWith, mix_advice
 from specselect.artifacts.results import (
     EvidenceFile,
@@ -29,7 +29,6 @@ from specselect.evidence.pipeline import (
     RecordSource,
     ScenarioEvidence,
     ScenarioKey,
-    ScenarioNoiseFloor,
     group_track,
 )
 from specselect.evidence.stats import BootstrapPolicy
@@ -206,8 +205,9 @@ def build_handoff(
         track_rule=TRACK_RULE,
         concurrency_limits=concurrency_advice(evidence.sweeps, groups, schedule=inputs.schedule),
         proposal_lengths=length_advice(evidence.sweeps),
-        launches=max((g.launches_planned for g in groups), default=1),
-        noise_floors=tuple(_noise_floor(floor) for floor in evidence.noise_floors),
+        rounds=inputs.plan.run.rounds,
+        looks=inputs.plan.run.look_rounds,
+        controls=tuple(_control(entry) for entry in evidence.controls),
         mix=mix,
         mix_note=None if mix is not None else NO_TRAFFIC_NOTE,
         groups=_handoff_groups(groups, inputs.serve),
@@ -216,21 +216,20 @@ def build_handoff(
     )
 
 
-def _noise_floor(entry: ScenarioNoiseFloor) -> HandoffNoiseFloor:
-    floor = entry.floor
-    agree = (
-        None
-        if floor.parity is None or floor.parity.n_compared == 0
-        else floor.parity.n_equal == floor.parity.n_compared
-    )
-    return HandoffNoiseFloor(
+def _control(entry: ScenarioEvidence) -> HandoffControl:
+    est = entry.speedup
+    low, high = (est.low, est.high) if est is not None else (None, None)
+    parity = entry.parity
+    return HandoffControl(
+        control=entry.candidate,
         track=entry.track,
         scenario=entry.scenario,
-        verdict=floor.verdict,
-        reason=floor.reason,
-        speedup=floor.speedup.point,
-        speedup_low=floor.speedup.low,
-        speedup_high=floor.speedup.high,
-        band_high=floor.band_high,
-        launches_agree=agree,
+        speedup=est.point if est is not None else None,
+        speedup_low=low,
+        speedup_high=high,
+        level=est.level if est is not None and low is not None else None,
+        contains_one=None if low is None or high is None else low <= 1.0 <= high,
+        decision=entry.decision.decision.value,
+        reason=entry.decision.reason,
+        outputs_agree=None if parity is None or parity.n_compared == 0 else parity.n_equal == parity.n_compared,
     )

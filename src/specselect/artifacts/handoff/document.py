@@ -17,11 +17,11 @@ __all__ = [
     "Handoff",
     "HandoffCandidate",
     "HandoffConcurrency",
+    "HandoffControl",
     "HandoffGroup",
     "HandoffLength",
     "HandoffMix",
     "HandoffMixOption",
-    "HandoffNoiseFloor",
     "HandoffScenario",
     "HandoffSegment",
     "HandoffTrack",
@@ -187,23 +187,24 @@ class HandoffMix(BaseModel):
     rule: str
 
 
-class HandoffNoiseFloor(BaseModel):
-    """The A/A noise floor of one track and scenario: how far identical servers land apart here."""
+class HandoffControl(BaseModel):
+    """An A/A control in one scenario: the baseline's configuration against the baseline, decided as a candidate."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+    control: str
     track: str
     scenario: str
-    verdict: str
-    """pass: the interval contains 1.0 and the launches agree token for token."""
-    reason: str
     speedup: float | None
     speedup_low: float | None
     speedup_high: float | None
-    band_high: float | None
-    """An accepted speedup's interval must lie above this."""
-    launches_agree: bool | None
-    """Whether every launch's outputs equal the first launch's (None: not compared)."""
+    level: float | None
+    contains_one: bool | None
+    """Whether its interval contains 1.0 (identical servers should, at the interval's level)."""
+    decision: str
+    reason: str
+    outputs_agree: bool | None
+    """Whether its outputs equal the baseline's token for token (None: not compared)."""
 
 
 class Handoff(ResultsDocument):
@@ -231,8 +232,9 @@ class Handoff(ResultsDocument):
     plan: dict[str, Any] | None = None
     """The validated plan (as the manifest records it), so `specselect check` can measure again from this file."""
     plan_source: str | None = None
-    launches: int = 1
-    """Server launches per group the plan asks for (`[run] launches`); where `[run] max_launches` is set, the
-    sequential rule may have added rounds for some candidates and their baseline (evidence.json `sequential`)."""
-    noise_floors: tuple[HandoffNoiseFloor, ...] = ()
-    """Baselines measured in two or more launches: the A/A noise floor per scenario (evidence.json)."""
+    rounds: int = 1
+    """Rounds before the first look (`[run] rounds`): each group launched once per round."""
+    looks: tuple[int, ...] = ()
+    """Rounds completed at each look (`[run] looks`); a candidate with an open pair ran on to the next."""
+    controls: tuple[HandoffControl, ...] = ()
+    """A/A controls per scenario (`[run] aa_control`): whether identical servers stayed unaccepted."""

@@ -271,7 +271,7 @@ class SglangEngine:
 
     def _group_config(self, ctx: GroupContext, gathered: Gathered | None) -> dict[str, Any] | None:
         cand = ctx.candidate
-        if cand.is_baseline:
+        if cand.runs_target_only:
             return None
         return self._bound(ctx.setup).speculative_config(
             Proposal.of(cand, gathered),

@@ -251,7 +251,7 @@ class VllmEngine:
     def speculative_config(self, ctx: GroupContext, gathered: Gathered | None) -> dict[str, Any] | None:
         """The exact `--speculative-config` of the group (None for a baseline)."""
         cand = ctx.candidate
-        if cand.is_baseline:
+        if cand.runs_target_only:
             return None
         return build_speculative_config(
             Proposal.of(cand, gathered),

@@ -1,19 +1,12 @@
-"""The evidence pipeline over a run's records held in memory: pair -> parity -> stats -> decide -> sweeps.
+"""The evidence pipeline over a run's records held in memory: pair -> parity -> rounds -> decide at each look ->
+sweeps.
 
-`build_evidence` pairs every candidate with its own track's baseline per scenario and decides;
-`analyze_sweeps` then finds crossovers, proposal lengths, goodput and early stops across the entries.
+`build_evidence` pairs every candidate with its own track's baseline per scenario and decides at every look;
+its `plan` says which candidates run the rounds up to the next look; `analyze_sweeps` then finds crossovers,
+proposal lengths, goodput and early stops across the entries.
 """
 
-from specselect.evidence.pipeline.build import (
-    EvidenceSettings,
-    PairedRecords,
-    build_evidence,
-    decide_step,
-    pair_step,
-    parity_step,
-    segments_step,
-    stats_step,
-)
+from specselect.evidence.pipeline.build import EvidenceSettings, PairedRecords, build_evidence, pair_step, parity_step
 from specselect.evidence.pipeline.inputs import (
     InMemoryRecords,
     MeasuredGroup,
@@ -25,8 +18,6 @@ from specselect.evidence.pipeline.inputs import (
     scenario_name,
 )
 from specselect.evidence.pipeline.result import (
-    AA_AS_CANDIDATE_RULE,
-    AA_DECISION_RULE,
     CONTAMINATION_RULE,
     MISSING_UNCONTAMINATED,
     PARITY_PASS_RULE,
@@ -36,13 +27,10 @@ from specselect.evidence.pipeline.result import (
     EvidencePolicy,
     ParityPassPolicy,
     ScenarioEvidence,
-    ScenarioNoiseFloor,
 )
 from specselect.evidence.pipeline.sweeps import analyze_sweeps, sweep_point
 
 __all__ = [
-    "AA_AS_CANDIDATE_RULE",
-    "AA_DECISION_RULE",
     "CONTAMINATION_RULE",
     "MISSING_UNCONTAMINATED",
     "PARITY_PASS_RULE",
@@ -59,16 +47,12 @@ __all__ = [
     "RecordSource",
     "ScenarioEvidence",
     "ScenarioKey",
-    "ScenarioNoiseFloor",
     "analyze_sweeps",
     "build_evidence",
-    "decide_step",
     "group_track",
     "pair_step",
     "parity_scenario",
     "parity_step",
     "scenario_name",
-    "segments_step",
-    "stats_step",
     "sweep_point",
 ]

@@ -1,8 +1,11 @@
-"""The evidence pipeline: for every candidate x scenario, pair -> parity -> stats -> decide, against the baseline
-of the candidate's own track; then a verdict per candidate.
+"""The evidence pipeline: for every candidate x scenario, pair -> parity -> rounds -> decide at each look,
+against the baseline of the candidate's own track; then a verdict per candidate and what the rule runs next.
 
-Every launch of a group enters (`launches`): THE speedup's interval includes the launch-to-launch variation, and
-a baseline measured in two or more launches gives its track's A/A noise floor, which an accept must clear.
+Launch j of a candidate and launch j of its baseline form round j (`evidence.rounds.design`). At each look the
+pairs' rounds so far are analysed together (`pipeline.rounds`: variances pooled over the run's pairs) and
+every pair is decided at that look's level; a pair keeps the decision of the first look that accepted it, else
+of its last (`evidence.rounds.looks`). Figures beyond the decision (decode speedup, per-request ratios,
+categories, segments, the prediction) come from the same rounds as the decision; parity from every round.
 
 Pure: group results and records in, an `Evidence` out; every rule applied is written into it.
 """
@@ -12,11 +15,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from specselect.core.decision import DecisionResult, NoiseFloor, SpeedupInterval, Thresholds, decide, summarize_verdict
+from specselect.core.decision import (
+    DecisionResult,
+    Thresholds,
+    decide,
+    summarize_verdict,
+)
 from specselect.core.families import Dependency, classify_family
 from specselect.core.pairing import PairEvidence, build_pair_evidence
 from specselect.core.status import RunStatus
-from specselect.engines.acceptance import SpecTelemetry
 from specselect.evidence.categories import CategoryBreakdown, category_breakdown
 from specselect.evidence.parity import (
     Output,
@@ -27,12 +34,10 @@ from specselect.evidence.parity import (
     pass_logprobs,
     scenario_parity,
 )
-from specselect.evidence.pipeline.aa import aa_as_candidate
-from specselect.evidence.pipeline.inputs import MeasuredGroup, MeasuredScenario, RecordSource, ScenarioKey, group_track
-from specselect.evidence.pipeline.launches import SideLaunches, baseline_noise_floor, side_launches
+from specselect.evidence.pipeline.inputs import MeasuredGroup, RecordSource, ScenarioKey, group_track
+from specselect.evidence.pipeline.launches import SideLaunches, side_launches
 from specselect.evidence.pipeline.result import (
-    AA_AS_CANDIDATE_RULE,
-    AA_DECISION_RULE,
+    AA_CONTROL_RULE,
     CONTAMINATION_RULE,
     RULE,
     TRACK_RULE,
@@ -40,33 +45,34 @@ from specselect.evidence.pipeline.result import (
     EvidencePolicy,
     ParityPassPolicy,
     ScenarioEvidence,
-    ScenarioNoiseFloor,
 )
-from specselect.evidence.pipeline.sides import SideFigures, contamination, find_scenario, side_metrics, untrusted
+from specselect.evidence.pipeline.rounds import LookAnalysis, PairEstimates, PairRounds, analyse_look, decide_pair
+from specselect.evidence.pipeline.sides import SideFigures, excluded_rounds, find_scenario, side_metrics, untrusted
 from specselect.evidence.prediction import ProposerCost, SpeedupPrediction, predict_speedup, verify_cost_from_prefill
-from specselect.evidence.replication import (
-    AANoiseFloor,
-    ReplicatedEstimate,
-    ReplicationPolicy,
-    replicated_latency_ratios,
-    replicated_speedup,
+from specselect.evidence.rounds.design import DESIGN_RULE, LookSchedule
+from specselect.evidence.rounds.estimate import Estimand
+from specselect.evidence.rounds.looks import (
+    LookPoint,
+    PairLook,
+    RoundsPlan,
+    deciding_look,
+    look_points,
+    pair_state,
+    plan_rounds,
 )
 from specselect.evidence.samples import Pairing, RequestKey, pair_launches
 from specselect.evidence.segments import InputLengthSegments, SegmentPolicy, input_length_segments
-from specselect.evidence.stats import BootstrapPolicy, PairedStats, RatioEstimate, paired_stats
+from specselect.evidence.stats import (
+    BootstrapPolicy,
+    PairedStats,
+    RatioEstimate,
+    ThroughputBasis,
+    paired_stats,
+    rate_for_basis,
+)
 from specselect.measure.types import RequestRecord
 
-__all__ = [
-    "EvidenceSettings",
-    "PairStats",
-    "PairedRecords",
-    "build_evidence",
-    "decide_step",
-    "pair_step",
-    "parity_step",
-    "segments_step",
-    "stats_step",
-]
+__all__ = ["EvidenceSettings", "PairedRecords", "build_evidence", "pair_step", "parity_step"]
 
 
 @dataclass(frozen=True)
@@ -75,11 +81,11 @@ class EvidenceSettings:
 
     thresholds: Thresholds
     bootstrap: BootstrapPolicy
+    schedule: LookSchedule | None = None
+    """The looks and their error budget; None: one look at every round measured, at `bootstrap.level`."""
+    estimand: Estimand = "frozen_prompts"
     parity_pass: ParityPassPolicy | None = None
     host_foreign_cpu_share_limit: float | None = None
-    replication: ReplicationPolicy = field(default_factory=ReplicationPolicy)
-    repeats_per_launch: int = 1
-    """Measured passes per launch (`[run] repeats`): launch j's passes are numbered from j times this."""
     proposer_costs: Mapping[str, ProposerCost] = field(default_factory=dict)
     """Candidate -> what its proposer costs per drafted token (draft models); lookups are assumed free."""
     memory_budgets: Mapping[str, float] = field(default_factory=dict)
@@ -97,6 +103,12 @@ class EvidenceSettings:
             return ParityPolicy()
         return ParityPolicy(near_tie_threshold_nats=self.parity_pass.near_tie_threshold_nats)
 
+    def points(self, rounds_done: int) -> tuple[LookPoint, ...]:
+        """The looks a run of `rounds_done` rounds was looked at."""
+        if self.schedule is None:
+            return (LookPoint(look=0, rounds=max(1, rounds_done), level=self.bootstrap.level),)
+        return look_points(self.schedule, max(1, rounds_done))
+
 
 @dataclass(frozen=True)
 class PairedRecords:
@@ -109,14 +121,6 @@ class PairedRecords:
     baseline_outputs: dict[RequestKey, Output]
     candidate_outputs: dict[RequestKey, Output]
     pairing: Pairing
-
-    @property
-    def baseline(self) -> Sequence[RequestRecord]:
-        return self.baseline_side.records
-
-    @property
-    def candidate(self) -> Sequence[RequestRecord]:
-        return self.candidate_side.records
 
 
 def pair_step(baseline: SideLaunches, candidate: SideLaunches) -> PairedRecords:
@@ -152,7 +156,7 @@ def parity_step(
 ) -> tuple[ScenarioParity, ScenarioParity | None]:
     """The timed outputs' parity (divergences judged with the parity passes' logprobs) and pass-vs-pass parity.
 
-    Every launch's outputs take part: a baseline whose launches disagree with each other shows it as
+    Every round's outputs take part: a baseline whose launches disagree with each other shows it as
     inconsistent baseline repeats.
     """
     base_lp = pass_logprobs(pair.baseline_outputs, base_pass) if base_pass and pair.tokens else None
@@ -165,87 +169,6 @@ def parity_step(
         policy=policy,
     )
     return parity, _pass_vs_pass(base_pass, cand_pass, policy)
-
-
-@dataclass(frozen=True)
-class PairStats:
-    """The stats step's result: THE speedup over every launch, the paired figures, the prediction, categories."""
-
-    speedup: ReplicatedEstimate
-    stats: PairedStats
-    prediction: SpeedupPrediction
-    categories: CategoryBreakdown | None
-
-
-def _proposer_cost(family: str) -> ProposerCost | None:
-    """A lookup proposer's cost is assumed free (a stated assumption); a model's is not known here."""
-    try:
-        spec = classify_family(family)
-    except ValueError:
-        return None
-    return ProposerCost.free(spec.family) if spec.dependency is Dependency.RETRIEVAL else None
-
-
-def stats_step(
-    pair: PairedRecords,
-    *,
-    candidate: str,
-    family: str,
-    telemetry: SpecTelemetry | None,
-    categories: Mapping[str, str | None],
-    settings: EvidenceSettings,
-) -> PairStats:
-    """THE speedup (launch variation included when a side has several launches), the paired statistics, the
-    speedup prediction (telemetry and a cost model from the baseline's own prefill, never the candidate's
-    timing) and the per-category breakdown."""
-    policy = settings.bootstrap
-    pairs = pair.pairing.pairs
-    speedup = replicated_speedup(pair.baseline_side.samples, pair.candidate_side.samples, policy, settings.replication)
-    several = len(pair.baseline_side.launches) > 1 or len(pair.candidate_side.launches) > 1
-    stats = (
-        paired_stats(
-            pairs,
-            policy,
-            speedup=speedup.as_ratio_estimate(),
-            interval=speedup.speedup_interval(),
-            **_replicated_latency(pair, policy, settings.replication),
-        )
-        if several
-        else paired_stats(pairs, policy)
-    )
-    prediction = predict_speedup(
-        pairs,
-        telemetry.per_position_rates if telemetry else None,
-        num_drafts=telemetry.drafts if telemetry else None,
-        verify_cost=verify_cost_from_prefill(pair.baseline_side.samples),
-        proposer=settings.proposer_costs.get(candidate) or _proposer_cost(family),
-    )
-    breakdown = category_breakdown(pairs, categories=categories, policy=policy) if any(categories.values()) else None
-    return PairStats(speedup, stats, prediction, breakdown)
-
-
-def _replicated_latency(
-    pair: PairedRecords, policy: BootstrapPolicy, replication: ReplicationPolicy
-) -> dict[str, RatioEstimate]:
-    """The TTFT and E2E quantile ratios over every launch of both sides (launch variation in their intervals)."""
-    base, cand = pair.baseline_side.samples, pair.candidate_side.samples
-    ratios = replicated_latency_ratios(base, cand, policy=policy, replication=replication)
-    return {"ttft": ratios["max_ttft_regression_ratio"], "e2e": ratios["max_e2e_p95_regression_ratio"]}
-
-
-def segments_step(pair: PairedRecords, settings: EvidenceSettings) -> InputLengthSegments:
-    """Both sides' samples over every launch split by prompt length, each bucket's speedup by THE speedup's
-    estimator, judged against the plan's minimum speedup (`evidence.segments`)."""
-    policy = SegmentPolicy(
-        min_items=settings.bootstrap.min_clusters, min_speedup=settings.thresholds.min_throughput_speedup
-    )
-    return input_length_segments(
-        pair.baseline_side.samples,
-        pair.candidate_side.samples,
-        policy=policy,
-        bootstrap=settings.bootstrap,
-        replication=settings.replication,
-    )
 
 
 def _measured(base_group: MeasuredGroup | None, cand_group: MeasuredGroup, key: ScenarioKey) -> bool:
@@ -262,43 +185,41 @@ def _measured(base_group: MeasuredGroup | None, cand_group: MeasuredGroup, key: 
 
 
 @dataclass(frozen=True)
-class _Inputs:
-    records: RecordSource
-    categories: Mapping[str, str | None]
-    settings: EvidenceSettings
+class _Measured:
+    """A pair both sides measured: its records paired, its parity, and its rounds."""
 
-
-@dataclass(frozen=True)
-class _Analysed:
-    """Everything computed from the records of a pair that both sides measured."""
-
+    base_group: MeasuredGroup
+    cand_group: MeasuredGroup
+    key: ScenarioKey
     pair: PairedRecords
     parity: ScenarioParity
     parity_pass: ScenarioParity | None
-    stats: PairStats
-    segments: InputLengthSegments
+    rounds: PairRounds
 
 
-def _analyse(base: MeasuredGroup, cand: MeasuredGroup, key: ScenarioKey, inputs: _Inputs) -> _Analysed:
-    records, cats = inputs.records, inputs.categories
-    pair = pair_step(side_launches(base, key.name, records, cats), side_launches(cand, key.name, records, cats))
+def _measure(base: MeasuredGroup, cand: MeasuredGroup, key: ScenarioKey, inputs: _Inputs) -> _Measured:
+    records, cats = inputs.records, inputs.categories.get(key.workload, {})
+    base_side, cand_side = side_launches(base, key.name, records, cats), side_launches(cand, key.name, records, cats)
+    pair = pair_step(base_side, cand_side)
     parity, parity_pass = parity_step(
         pair, records.parity(base.group, key.workload), records.parity(cand.group, key.workload), inputs.settings.parity
     )
-    stats = stats_step(
-        pair,
-        candidate=cand.group,
-        family=cand.family,
-        telemetry=pair.candidate_side.telemetry,
-        categories=cats,
-        settings=inputs.settings,
-    )
-    return _Analysed(pair, parity, parity_pass, stats, segments_step(pair, inputs.settings))
+    sides = [*(("baseline", run) for run in base_side.runs), *(("candidate", run) for run in cand_side.runs)]
+    excluded = excluded_rounds(sides, inputs.settings.host_foreign_cpu_share_limit)
+    rounds = PairRounds(f"{cand.group}/{key.name}", cand.group, key.name, base_side, cand_side, excluded)
+    return _Measured(base, cand, key, pair, parity, parity_pass, rounds)
 
 
-def _figures(side: SideLaunches, throughput: float | None) -> SideFigures:
+@dataclass(frozen=True)
+class _Inputs:
+    records: RecordSource
+    categories: Mapping[str, Mapping[str, str | None]]
+    settings: EvidenceSettings
+
+
+def _figures(side: SideLaunches, rate: float | None) -> SideFigures:
     return SideFigures(
-        throughput_tokens_per_s=throughput,
+        throughput_tokens_per_s=rate,
         ttft_p95_ms=side.ttft_p95_ms,
         e2e_p95_ms=side.e2e_p95_ms,
         peak_memory_mb=side.peak_memory_mb,
@@ -307,113 +228,212 @@ def _figures(side: SideLaunches, throughput: float | None) -> SideFigures:
     )
 
 
-def decide_step(
-    base_group: MeasuredGroup | None,
-    cand_group: MeasuredGroup,
-    key: ScenarioKey,
-    *,
-    analysed: _Analysed | None,
-    noise_floor: NoiseFloor | None,
-    settings: EvidenceSettings,
-) -> tuple[PairEvidence, DecisionResult, tuple[str, ...]]:
-    """The pair evidence of contract section 4 (untrusted when contaminated) and the section 5 decision.
+@dataclass(frozen=True)
+class _Decided:
+    """One pair decided at one look."""
 
-    Each side's throughput is THE speedup statistic's rate for it, so the evidence's `throughput_speedup`, the
-    point the decision compares and the interval's point are one estimator.
-    """
-    base_run, cand_run = find_scenario(base_group, key.name), find_scenario(cand_group, key.name)
-    parity = analysed.parity if analysed else None
-    base_fig = cand_fig = None
-    base_runs: tuple[MeasuredScenario, ...] = (base_run,) if base_run is not None else ()
-    cand_runs: tuple[MeasuredScenario, ...] = (cand_run,) if cand_run is not None else ()
-    if analysed is not None:
-        speedup, pair = analysed.stats.speedup, analysed.pair
-        base_fig = _figures(pair.baseline_side, speedup.baseline_tokens_per_s)
-        cand_fig = _figures(pair.candidate_side, speedup.candidate_tokens_per_s)
-        base_runs, cand_runs = pair.baseline_side.runs, pair.candidate_side.runs
+    point: LookPoint
+    estimates: PairEstimates
+    evidence: PairEvidence
+    decision: DecisionResult
+    baseline: SideLaunches
+    candidate: SideLaunches
+
+
+def _decide_at(measured: _Measured, analysis: LookAnalysis, settings: EvidenceSettings) -> _Decided:
+    """The contract's pair evidence and decision at one look, from the rounds that look used."""
+    rounds = analysis.point.rounds
+    estimates = analysis.pairs[measured.rounds.key]
+    speedup = estimates.speedup
+    # With no trusted round the pair is untrusted as a whole: its figures stay those measured, so what it
+    # misses is the uncontaminated measurement, not every figure.
+    left_out = measured.rounds.excluded if speedup.rounds else {}
+    base_side = measured.rounds.baseline.upto(rounds, left_out)
+    cand_side = measured.rounds.candidate_side.upto(rounds, left_out)
+    base_run, cand_run = (
+        find_scenario(measured.base_group, measured.key.name),
+        find_scenario(measured.cand_group, measured.key.name),
+    )
+    basis = settings.bootstrap.throughput_basis
+    base_rate = speedup.baseline_value if speedup.rounds else _pooled_rate(base_side, basis)
+    cand_rate = speedup.candidate_value if speedup.rounds else _pooled_rate(cand_side, basis)
     baseline = side_metrics(
-        base_group, base_run, role="baseline", quality_ok=True if parity else None, figures=base_fig
+        measured.base_group, base_run, role="baseline", quality_ok=True, figures=_figures(base_side, base_rate)
     )
-    quality = parity.quality_ok if parity else None
-    candidate = side_metrics(cand_group, cand_run, role="candidate", quality_ok=quality, figures=cand_fig)
-    sides = [*(("baseline", run) for run in base_runs), *(("candidate", run) for run in cand_runs)]
-    reasons = contamination(sides, settings.host_foreign_cpu_share_limit)
-    evidence = untrusted(build_pair_evidence(baseline, candidate), reasons)
-    interval = analysed.stats.stats.speedup_interval if analysed else None
-    thresholds = settings.thresholds_for(cand_group.group)
-    latency = latency_intervals(analysed.stats.stats) if analysed else None
-    return evidence, decide(evidence, thresholds, interval, noise_floor, latency), reasons
-
-
-def latency_intervals(stats: PairedStats) -> dict[str, SpeedupInterval]:
-    """The latency checks' intervals (`core.decision.LATENCY_CHECKS`) from the paired statistics that have one."""
-    figures = {"max_ttft_regression_ratio": stats.ttft_ratio, "max_e2e_p95_regression_ratio": stats.e2e_p95_ratio}
-    return {name: iv for name, estimate in figures.items() if (iv := estimate.speedup_interval()) is not None}
-
-
-def _evaluate(
-    base_group: MeasuredGroup | None,
-    cand_group: MeasuredGroup,
-    key: ScenarioKey,
-    inputs: _Inputs,
-    noise_floor: AANoiseFloor | None,
-) -> tuple[ScenarioEvidence, bool]:
-    """One candidate in one scenario; also whether its parity compared token ids."""
-    cand_run = find_scenario(cand_group, key.name)
-    analysed = None
-    if base_group is not None and _measured(base_group, cand_group, key):
-        analysed = _analyse(base_group, cand_group, key, inputs)
-    floor = noise_floor.noise_floor() if noise_floor is not None else None
-    evidence, decision, reasons = decide_step(
-        base_group, cand_group, key, analysed=analysed, noise_floor=floor, settings=inputs.settings
+    candidate = side_metrics(
+        measured.cand_group,
+        cand_run,
+        role="candidate",
+        quality_ok=measured.parity.quality_ok,
+        figures=_figures(cand_side, cand_rate),
     )
-    stats = analysed.stats if analysed else None
-    telemetry = analysed.pair.candidate_side.telemetry if analysed else (cand_run.telemetry if cand_run else None)
-    entry = ScenarioEvidence(
-        candidate=cand_group.group,
-        family=cand_group.family,
+    if measured.cand_group.role == "control":
+        # An A/A control runs the baseline's configuration: taken as a candidate that proposes (AA_CONTROL_RULE).
+        candidate = candidate.model_copy(update={"execution_path": "speculative", "mechanism_active": True})
+    evidence = build_pair_evidence(baseline, candidate)
+    if not speedup.rounds and speedup.excluded_rounds:
+        evidence = untrusted(evidence, tuple(speedup.excluded_rounds.values()))
+    decision = decide_pair(evidence, estimates, settings.thresholds_for(measured.cand_group.group))
+    return _Decided(analysis.point, estimates, evidence, decision, base_side, cand_side)
+
+
+def _pooled_rate(side: SideLaunches, basis: ThroughputBasis) -> float | None:
+    """Tokens per second over every request of the side (a pair with no trusted round has no per-round rate)."""
+    rate = rate_for_basis(basis)
+    used = [v for v in map(rate, side.samples) if v is not None]
+    seconds = sum(s for _, s in used)
+    return sum(t for t, _ in used) / seconds if seconds > 0 else None
+
+
+def _proposer_cost(family: str) -> ProposerCost | None:
+    """A lookup proposer's cost is assumed free (a stated assumption); a model's is not known here."""
+    try:
+        spec = classify_family(family)
+    except ValueError:
+        return None
+    return ProposerCost.free(spec.family) if spec.dependency is Dependency.RETRIEVAL else None
+
+
+def _point_only(metric: str, statistic: str, value: float | None, n: int) -> RatioEstimate:
+    return RatioEstimate(
+        metric=metric,
+        statistic=statistic,
+        point=value,
+        low=None,
+        high=None,
+        level=0.0,
+        n_samples=n,
+        n_clusters=0,
+        n_dropped=0,
+        method="point",
+        n_resamples=0,
+        seed=0,
+        reason="checked as a point (contract s5); the decision's latency intervals are of the mean ratios",
+    )
+
+
+@dataclass(frozen=True)
+class _Descriptive:
+    stats: PairedStats
+    prediction: SpeedupPrediction
+    categories: CategoryBreakdown | None
+    segments: InputLengthSegments
+
+
+def _describe(measured: _Measured, chosen: _Decided, inputs: _Inputs) -> _Descriptive:
+    """Paired figures, the prediction, categories and segments over the rounds the decision used."""
+    policy = inputs.settings.bootstrap
+    pairs = pair_launches(chosen.baseline.samples, chosen.candidate.samples).pairs
+    ev = chosen.evidence
+    speedup = chosen.estimates.speedup
+    stats = paired_stats(
+        pairs,
+        policy,
+        speedup=speedup.as_ratio_estimate(),
+        interval=speedup.interval(),
+        ttft=_point_only("ttft_ratio", "p95 ratio over the rounds' requests", ev.ttft_ratio, len(pairs)),
+        e2e=_point_only("e2e_p95_ratio", "p95 ratio over the rounds' requests", ev.e2e_p95_ratio, len(pairs)),
+    )
+    telemetry = chosen.candidate.telemetry
+    cand = measured.cand_group
+    prediction = predict_speedup(
+        pairs,
+        telemetry.per_position_rates if telemetry else None,
+        num_drafts=telemetry.drafts if telemetry else None,
+        verify_cost=verify_cost_from_prefill(chosen.baseline.samples),
+        proposer=inputs.settings.proposer_costs.get(cand.group) or _proposer_cost(cand.family),
+    )
+    categories = inputs.categories.get(measured.key.workload, {})
+    breakdown = category_breakdown(pairs, categories=categories, policy=policy) if any(categories.values()) else None
+    seg_policy = SegmentPolicy(
+        min_items=policy.min_clusters, min_speedup=inputs.settings.thresholds.min_throughput_speedup
+    )
+    segments = input_length_segments(
+        chosen.baseline.samples,
+        chosen.candidate.samples,
+        policy=seg_policy,
+        bootstrap=policy,
+        level=speedup.level,
+    )
+    return _Descriptive(stats, prediction, breakdown, segments)
+
+
+def _looked(measured: _Measured, history: Sequence[_Decided]) -> tuple[_Decided, tuple[PairLook, ...]]:
+    chosen = history[deciding_look({d.point.look: d.decision for d in history})]
+    looks = tuple(
+        PairLook(
+            candidate=measured.cand_group.group,
+            scenario=measured.key.name,
+            state=pair_state(d.decision)[0],
+            why=pair_state(d.decision)[1],
+            decision=d.decision.decision.value,
+            reason=d.decision.reason,
+            look=d.point.look,
+            rounds=len(d.estimates.speedup.rounds),
+            level=d.point.level,
+            low=d.estimates.speedup.low,
+            high=d.estimates.speedup.high,
+        )
+        for d in history
+    )
+    return chosen, looks
+
+
+def _entry(measured: _Measured, history: Sequence[_Decided], inputs: _Inputs) -> ScenarioEvidence:
+    chosen, looks = _looked(measured, history)
+    described = _describe(measured, chosen, inputs)
+    cand, key = measured.cand_group, measured.key
+    return ScenarioEvidence(
+        candidate=cand.group,
+        family=cand.family,
         scenario=key.name,
         workload=key.workload,
         concurrency=key.concurrency,
-        track=group_track(cand_group),
-        evidence=evidence,
-        decision=decision,
-        parity=analysed.parity if analysed else None,
-        stats=stats.stats if stats else None,
-        speedup=stats.speedup if stats else None,
-        telemetry=telemetry,
-        prediction=stats.prediction if stats else None,
-        categories=stats.categories if stats else None,
-        parity_pass=analysed.parity_pass if analysed else None,
-        contamination=reasons,
-        segments=analysed.segments if analysed else None,
+        track=group_track(cand),
+        evidence=chosen.evidence,
+        decision=chosen.decision,
+        parity=measured.parity,
+        stats=described.stats,
+        speedup=chosen.estimates.speedup,
+        latency={"ttft_mean": chosen.estimates.ttft, "e2e_mean": chosen.estimates.e2e},
+        drift=chosen.estimates.drift,
+        look=chosen.point,
+        looks=looks,
+        telemetry=chosen.candidate.telemetry,
+        prediction=described.prediction,
+        categories=described.categories,
+        parity_pass=measured.parity_pass,
+        contamination=tuple(measured.rounds.excluded.values()),
+        segments=described.segments,
     )
-    return entry, analysed.pair.tokens if analysed else True
 
 
-def _noise_floors(
-    baselines: Mapping[str, MeasuredGroup],
-    scenarios: Sequence[ScenarioKey],
-    records: RecordSource,
-    settings: EvidenceSettings,
-) -> dict[tuple[str, str], ScenarioNoiseFloor]:
-    """Each track baseline's A/A noise floor per scenario, where it completed at least two launches of it, with
-    the decision its A/A pair gets as a candidate."""
-    floors: dict[tuple[str, str], ScenarioNoiseFloor] = {}
-    for track, group in baselines.items():
-        if group.run_status != RunStatus.COMPLETED:
-            continue
-        for key in scenarios:
-            side = side_launches(group, key.name, records, {})
-            floor = baseline_noise_floor(
-                side, repeats_per_launch=settings.repeats_per_launch, policy=settings.bootstrap
-            )
-            if floor is not None:
-                decision = aa_as_candidate(group, side, floor, settings.thresholds)
-                floors[(track, key.name)] = ScenarioNoiseFloor(
-                    track=track, scenario=key.name, floor=floor, as_candidate=decision
-                )
-    return floors
+def _unmeasured(
+    base: MeasuredGroup | None, cand: MeasuredGroup, key: ScenarioKey, settings: EvidenceSettings
+) -> ScenarioEvidence:
+    """A candidate x scenario without a measured pair: the contract's evidence from the first runs, decided."""
+    base_run, cand_run = find_scenario(base, key.name), find_scenario(cand, key.name)
+    baseline = side_metrics(base, base_run, role="baseline", quality_ok=None)
+    candidate = side_metrics(cand, cand_run, role="candidate", quality_ok=None)
+    evidence = build_pair_evidence(baseline, candidate)
+    return ScenarioEvidence(
+        candidate=cand.group,
+        family=cand.family,
+        scenario=key.name,
+        workload=key.workload,
+        concurrency=key.concurrency,
+        track=group_track(cand),
+        evidence=evidence,
+        decision=decide(evidence, settings.thresholds_for(cand.group)),
+        telemetry=cand_run.telemetry if cand_run else None,
+    )
+
+
+def _rounds_done(measured: Sequence[_Measured]) -> int:
+    launches = [
+        run.launch for m in measured for side in (m.pair.baseline_side, m.pair.candidate_side) for run in side.runs
+    ]
+    return max(launches, default=0) + 1
 
 
 def build_evidence(
@@ -427,21 +447,64 @@ def build_evidence(
     """Paired evidence and a decision for every candidate x scenario, against its own track's baseline.
 
     `categories[workload][item_id]` gives per-item categories for the per-category breakdown; the parity passes'
-    records (see `PARITY_PASS_RULE`) judge divergences; scenarios whose host was busier than the settings'
-    limit are contaminated (`CONTAMINATION_RULE`); a baseline's own launches give its A/A noise floor.
+    records (see `PARITY_PASS_RULE`) judge divergences; a round whose host was busier than the settings' limit,
+    or whose endpoint saw foreign traffic, is left out of its pairs (`CONTAMINATION_RULE`).
     """
+    inputs = _Inputs(records, categories, settings)
     baselines = {g.group: g for g in groups if g.role == "baseline"}
-    floors = _noise_floors(baselines, scenarios, records, settings)
-    entries: list[ScenarioEvidence] = []
-    all_tokens = True
-    for group in (g for g in groups if g.role == "candidate"):
-        track = group_track(group)
+    measured: list[_Measured] = []
+    slots: list[tuple[MeasuredGroup, ScenarioKey]] = []
+    for group in (g for g in groups if g.role in ("candidate", "control")):
+        base = baselines.get(group_track(group))
         for key in scenarios:
-            inputs = _Inputs(records, categories.get(key.workload, {}), settings)
-            aa = floors.get((track, key.name))
-            entry, tokens = _evaluate(baselines.get(track), group, key, inputs, aa.floor if aa else None)
-            all_tokens = all_tokens and tokens
-            entries.append(entry)
+            slots.append((group, key))
+            if base is not None and _measured(base, group, key):
+                measured.append(_measure(base, group, key, inputs))
+    history: dict[str, list[_Decided]] = {m.rounds.key: [] for m in measured}
+    analyses = [
+        analyse_look(
+            [m.rounds for m in measured], point, estimand=settings.estimand, basis=settings.bootstrap.throughput_basis
+        )
+        for point in settings.points(_rounds_done(measured))
+    ]
+    for analysis in analyses:
+        for m in measured:
+            history[m.rounds.key].append(_decide_at(m, analysis, settings))
+    done = {m.rounds.key: _entry(m, history[m.rounds.key], inputs) for m in measured}
+    entries = tuple(
+        done.get(f"{group.group}/{key.name}") or _unmeasured(baselines.get(group_track(group)), group, key, settings)
+        for group, key in slots
+    )
+    controls = {g.group for g in groups if g.role == "control"}
+    evidence = _evidence(groups, entries, analyses, settings, all(m.pair.tokens for m in measured))
+    evidence = evidence.model_copy(
+        update={
+            "entries": tuple(e for e in entries if e.candidate not in controls),
+            "controls": tuple(e for e in entries if e.candidate in controls),
+        }
+    )
+    return evidence.model_copy(update={"plan": _plan(evidence, measured, settings)})
+
+
+def _plan(evidence: Evidence, measured: Sequence[_Measured], settings: EvidenceSettings) -> RoundsPlan | None:
+    """What the rule runs next: the candidates measured in the latest round whose pairs are open at a look."""
+    if settings.schedule is None or not measured:
+        return None
+    done = _rounds_done(measured)
+    active = dict.fromkeys(
+        m.cand_group.group for m in measured if any(r.launch == done - 1 for r in m.pair.candidate_side.runs)
+    )
+    looks = [p for e in evidence.entries if e.look is not None for p in e.looks if p.look == e.look.look]
+    return plan_rounds(looks, tuple(active), settings.schedule, done)
+
+
+def _evidence(
+    groups: Sequence[MeasuredGroup],
+    entries: tuple[ScenarioEvidence, ...],
+    analyses: Sequence[LookAnalysis],
+    settings: EvidenceSettings,
+    all_tokens: bool,
+) -> Evidence:
     verdicts = {
         group.group: summarize_verdict({e.scenario: e.decision for e in entries if e.candidate == group.group})
         for group in groups
@@ -453,12 +516,20 @@ def build_evidence(
         bootstrap=settings.bootstrap,
         parity_unit="tokens" if all_tokens else "characters",
         rule=RULE,
+        design_rule=DESIGN_RULE,
+        estimand=settings.estimand,
+        schedule=settings.schedule,
         parity_pass=settings.parity_pass,
         track_rule=TRACK_RULE,
         contamination_rule=CONTAMINATION_RULE if checked else None,
+        aa_control_rule=AA_CONTROL_RULE if any(g.role == "control" for g in groups) else None,
         host_foreign_cpu_share_limit=settings.host_foreign_cpu_share_limit,
-        replication=settings.replication,
-        noise_floor_rule=AA_DECISION_RULE if floors else None,
-        aa_as_candidate_rule=AA_AS_CANDIDATE_RULE if floors else None,
     )
-    return Evidence(policy=policy, entries=tuple(entries), verdicts=verdicts, noise_floors=tuple(floors.values()))
+    last = analyses[-1] if analyses else None
+    return Evidence(
+        policy=policy,
+        entries=entries,
+        verdicts=verdicts,
+        pools=last.pools if last is not None else (),
+        looks=tuple(a.point for a in analyses),
+    )

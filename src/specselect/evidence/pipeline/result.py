@@ -13,15 +13,16 @@ from specselect.engines.acceptance import SpecTelemetry
 from specselect.evidence.categories import CategoryBreakdown
 from specselect.evidence.parity import ScenarioParity
 from specselect.evidence.prediction import SpeedupPrediction
-from specselect.evidence.replication import AANoiseFloor, ReplicatedEstimate, ReplicationPolicy
+from specselect.evidence.rounds.design import LookSchedule
+from specselect.evidence.rounds.drift import DriftCheck
+from specselect.evidence.rounds.estimate import Estimand, RoundEstimate, VariancePool
+from specselect.evidence.rounds.looks import LookPoint, PairLook, RoundsPlan
 from specselect.evidence.segments import InputLengthSegments
-from specselect.evidence.sequential import SequentialPlan
 from specselect.evidence.stats import BootstrapPolicy, PairedStats
 from specselect.evidence.sweeps import SweepAnalysis
 
 __all__ = [
-    "AA_AS_CANDIDATE_RULE",
-    "AA_DECISION_RULE",
+    "AA_CONTROL_RULE",
     "CONTAMINATION_RULE",
     "MISSING_UNCONTAMINATED",
     "PARITY_PASS_RULE",
@@ -31,16 +32,17 @@ __all__ = [
     "EvidencePolicy",
     "ParityPassPolicy",
     "ScenarioEvidence",
-    "ScenarioNoiseFloor",
 ]
 
 RULE = (
     "contract s5: evidence not comparable/incomplete -> not_evaluated; incomplete -> tune; quality (exact output "
-    "parity at temperature 0) failed -> reject; throughput_speedup >= min AND ttft_ratio <= max AND "
-    "e2e_p95_ratio <= max AND peak memory <= budget -> accept, else tune; an accept whose speedup interval "
-    "reaches below the minimum -> tune (insufficient_confidence); an accept whose TTFT or E2E p95 ratio interval "
-    "(two-stage over launches when a side has several) reaches above its limit -> tune "
-    "(insufficient_latency_confidence, the check in confidence.unsettled_checks)"
+    "parity at temperature 0) failed -> reject; throughput_speedup >= min AND ttft_ratio (p95) <= max AND "
+    "e2e_p95_ratio <= max AND peak memory <= budget -> accept, else tune; the speedup is the paired-round "
+    "estimate (exp of the mean per-round log ratio) and an accept needs its interval's low >= the minimum "
+    "(insufficient_confidence) with launch variation in it (no_launch_replication: one round); the mean TTFT and "
+    "mean E2E ratios, paired by round, must not lie clearly above their limits (interval low > limit: "
+    "ttft_mean_regression, e2e_mean_regression) and, with latency_gate = shown_within, must lie within them "
+    "(insufficient_latency_confidence)"
 )
 
 TRACK_RULE = (
@@ -60,24 +62,16 @@ CONTAMINATION_RULE = (
     "request/token counters moving while specselect sends nothing, or more finished requests than sent, mark "
     "the scenario contaminated; servers specselect starts: other processes taking more than "
     "thresholds.max_host_foreign_cpu_share of all CPU time during a scenario mark it contaminated (see "
-    "measure.hostload); a contaminated scenario makes its pair incomplete (missing uncontaminated_measurement; "
+    "measure.hostload); a contaminated launch's round is left out of that scenario's pairs (named in the "
+    "estimate's excluded_rounds); a pair with no round left is incomplete (missing uncontaminated_measurement; "
     "decision tune, reason incomplete_evidence: measure again while nothing else uses the endpoint or the machine)"
 )
 MISSING_UNCONTAMINATED = "uncontaminated_measurement"
-AA_AS_CANDIDATE_RULE = (
-    "A/A as a candidate: a baseline's 2nd, 4th, ... launches are taken as a speculative candidate that proposes, "
-    "against its 1st, 3rd, ...: throughput from the A/A speedup's two rates, TTFT and E2E p95 over each half's "
-    "requests, quality from the launches' output agreement; decided by the plan's thresholds, the A/A "
-    "interval and the halves' latency intervals, without the noise floor check (computed from this pair). "
-    "Identical servers must not be accepted."
-)
-
-AA_DECISION_RULE = (
-    "A/A noise floor: where a track's baseline completed two or more launches of a scenario, its 2nd, 4th, ... "
-    "launches against its 1st, 3rd, ... give the band exp(+-s) identical servers land in (noise_floors); an "
-    "accept of a candidate "
-    "in that scenario needs its speedup interval's low (its point without one) above the band's upper edge, "
-    "else tune with reason within_noise_floor (check outside_noise_floor)"
+AA_CONTROL_RULE = (
+    "A/A control: the baseline's own configuration, launched next to the baseline in every round, is paired with "
+    "it like a candidate and decided by the plan's thresholds as if it proposed (execution path and mechanism "
+    "taken as speculative); identical servers must not be accepted, and their interval should contain 1.0 at its "
+    "level; their round variances join the run's pool (more degrees of freedom for every pair)"
 )
 
 
@@ -111,10 +105,13 @@ class EvidencePolicy(BaseModel):
     contamination_rule: str | None = None
     host_foreign_cpu_share_limit: float | None = None
     """Scenarios with a larger share of CPU time taken by other processes are contaminated."""
-    replication: ReplicationPolicy | None = None
-    """How several server launches per side enter THE speedup's interval (`evidence.replication`)."""
-    noise_floor_rule: str | None = None
-    aa_as_candidate_rule: str | None = None
+    design_rule: str | None = None
+    """How rounds are ordered and paired (`evidence.rounds.design`)."""
+    estimand: Estimand = "frozen_prompts"
+    """What the intervals are about: a rerun on the same items, or the traffic the items were drawn from."""
+    schedule: LookSchedule | None = None
+    """The looks and the accept's one-sided error budget spent over them (None: one look at every round)."""
+    aa_control_rule: str | None = None
 
 
 class ScenarioEvidence(BaseModel):
@@ -132,32 +129,26 @@ class ScenarioEvidence(BaseModel):
     decision: DecisionResult
     parity: ScenarioParity | None = None
     stats: PairedStats | None = None
-    speedup: ReplicatedEstimate | None = None
-    """THE speedup over every launch of both sides: the point and interval the decision used (`stats` carries
-    the same estimate as `throughput_speedup`), its variance components and each launch's rate."""
+    speedup: RoundEstimate | None = None
+    """THE speedup: the paired-round estimate the decision used (`stats` carries it as `throughput_speedup`),
+    with each round's rates and ratio and the variance its interval rests on."""
+    latency: dict[str, RoundEstimate] = {}
+    """`ttft_mean`, `e2e_mean`: the mean latency ratios, paired by round, the latency gates judged."""
+    drift: DriftCheck | None = None
+    look: LookPoint | None = None
+    """The look whose decision this is: the first that accepted the pair, else its last."""
+    looks: tuple[PairLook, ...] = ()
+    """The pair at every look it was looked at."""
     telemetry: SpecTelemetry | None = None
     prediction: SpeedupPrediction | None = None
     categories: CategoryBreakdown | None = None
     parity_pass: ScenarioParity | None = None
     """Baseline vs candidate in the untimed logprob pass (concurrency 1), divergences classified."""
     contamination: tuple[str, ...] = ()
-    """Why this pair's measurements are not trusted: other traffic hit an endpoint (then evidence is
-    `incomplete`, missing `uncontaminated_measurement`)."""
+    """Why rounds of this pair are not trusted (a busy host, other traffic on an endpoint): left out of its
+    estimates; with none left the evidence is `incomplete`, missing `uncontaminated_measurement`."""
     segments: InputLengthSegments | None = None
     """The pairs split by prompt length (`evidence.segments`): where in the length range the candidate pays."""
-
-
-class ScenarioNoiseFloor(BaseModel):
-    """A track baseline's A/A noise floor in one scenario."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    track: str
-    scenario: str
-    floor: AANoiseFloor
-    as_candidate: DecisionResult | None = None
-    """The plan's decision rule applied to this A/A pair as if it were a candidate (`AA_AS_CANDIDATE_RULE`):
-    anything but accept, or the machine drifted more than the thresholds allow for."""
 
 
 class Evidence(BaseModel):
@@ -169,7 +160,13 @@ class Evidence(BaseModel):
     entries: tuple[ScenarioEvidence, ...]
     verdicts: dict[str, str]
     sweeps: SweepAnalysis | None = None
-    noise_floors: tuple[ScenarioNoiseFloor, ...] = ()
-    """The baselines' A/A noise floors (baselines measured in two or more launches)."""
-    sequential: SequentialPlan | None = None
-    """With `max_launches`: every pair's last step of the sequential rule, the launches spent and saved."""
+    controls: tuple[ScenarioEvidence, ...] = ()
+    """A/A controls: the baseline's configuration launched next to it in every round and decided as if it were
+    a candidate that proposes (`AA_CONTROL_RULE`): identical servers must not be accepted, and their interval
+    should contain 1.0 at its level."""
+    pools: tuple[VariancePool, ...] = ()
+    """Per metric, the round variances of the run's pairs at the last look and whether they were pooled."""
+    looks: tuple[LookPoint, ...] = ()
+    """The looks the evidence was decided at (rounds used, level)."""
+    plan: RoundsPlan | None = None
+    """The rule at the last look: every pair's state and why no more rounds ran."""

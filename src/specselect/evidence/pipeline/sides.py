@@ -11,7 +11,7 @@ from specselect.engines.acceptance import SpecTelemetry
 from specselect.evidence.pipeline.inputs import MeasuredGroup, MeasuredScenario
 from specselect.evidence.pipeline.result import MISSING_UNCONTAMINATED
 
-__all__ = ["SideFigures", "contamination", "find_scenario", "side_metrics", "untrusted"]
+__all__ = ["SideFigures", "excluded_rounds", "find_scenario", "side_metrics", "untrusted"]
 
 
 def find_scenario(group: MeasuredGroup | None, scenario: str) -> MeasuredScenario | None:
@@ -99,20 +99,24 @@ def _summary_figures(run: MeasuredScenario | None) -> dict[str, float | str | No
     }
 
 
-def contamination(sides: Sequence[tuple[str, MeasuredScenario]], host_limit: float | None) -> tuple[str, ...]:
-    """Why a pair's measurements are not trusted: traffic of others on an endpoint, a busy host (any launch)."""
-    reasons: list[str] = []
+def excluded_rounds(sides: Sequence[tuple[str, MeasuredScenario]], host_limit: float | None) -> dict[int, str]:
+    """Round -> why its measurements are not trusted: foreign traffic on an endpoint, or a busy host, on either
+    side's launch of that round (the first reason found per round)."""
+    out: dict[int, str] = {}
     for role, run in sides:
-        where = f"{run.scenario} (launch {run.launch + 1})" if run.launch else run.scenario
+        where = f"{run.scenario} (round {run.launch + 1})"
+        reason = None
         if run.traffic is not None and run.traffic.contaminated:
-            reasons.append(f"{role}: {run.traffic.reason}")
+            reason = f"{role}: {run.traffic.reason} during {where}"
         load = run.host_load
-        if load is not None and host_limit is not None and load.foreign_share > host_limit:
-            reasons.append(
-                f"{role}: host busy: {load.foreign_share:.0%} of all CPU time went to other processes during "
-                f"{where} (limit {host_limit:.0%})"
+        if reason is None and load is not None and host_limit is not None and load.foreign_share > host_limit:
+            reason = (
+                f"{role}: host busy: {load.foreign_share:.1%} of all CPU time went to other processes during "
+                f"{where} (limit {host_limit:.1%})"
             )
-    return tuple(reasons)
+        if reason is not None:
+            out.setdefault(run.launch, reason)
+    return dict(sorted(out.items()))
 
 
 def untrusted(evidence: PairEvidence, reasons: Sequence[str]) -> PairEvidence:
