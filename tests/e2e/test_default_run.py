@@ -62,6 +62,12 @@ def test_default_plan_end_to_end(tmp_path: Path) -> None:
     evidence = load_document(layout.evidence, EvidenceFile)
     by = {(e.candidate, e.scenario): e for e in evidence.entries}
     rep, gen = by[("g1_ngram", "repetition-c1")], by[("g1_ngram", "general-c1")]
+    if "uncontaminated_measurement" in rep.evidence.missing_evidence:
+        # Every round of the copy task ran beside a busy neighbour (a CI host's stolen CPU counts): nothing to
+        # decide on, and the closing lines must say so and what to do.
+        assert "not fully trusted" in done.stdout and "measure again" in done.stdout
+        assert rep.decision.decision.value == "tune" and rep.decision.reason == "incomplete_evidence"
+        return
     assert rep.evidence.evidence_status.value == "comparable"
     assert rep.parity is not None and rep.parity.verdict.value == "pass"
     assert rep.evidence.throughput_speedup is not None and rep.evidence.throughput_speedup >= 1.5
