@@ -10,7 +10,7 @@ from test_evidence_pipeline_rounds import _two, evidence, settings
 
 from specselect.artifacts.results import EvidenceFile, Manifest
 from specselect.evidence.pipeline import Evidence
-from specselect.report.console import DECISION_COLUMNS, decision_rows
+from specselect.report.console import DECISION_COLUMNS, control_lines, decision_rows
 from specselect.report.data import ReportData
 from specselect.report.evidence_tables import controls_spec, prediction_spec, rounds_spec
 
@@ -73,3 +73,10 @@ def test_the_decision_table_labels_the_interval_with_its_level_and_shows_the_lat
     assert row["speedup (interval, level)"].endswith("] 96.25%")
     ttft = file.entries[0].decision.confidence.latency_intervals["max_ttft_regression_ratio"]
     assert row["TTFT p95; mean"] == f"1.08x; mean {ttft.point:.2f}x [{ttft.low:.2f}, {ttft.high:.2f}]"
+
+
+def test_the_closing_lines_say_whether_each_aa_control_held_1_and_stayed_unaccepted() -> None:
+    found = _two({"g0_target_only.aa": [1.0, 1.02, 0.99], "g1_ngram": [0.8, 0.82, 0.79]}, [1.0, 1.0, 1.0], settings())
+    (line,) = control_lines(EvidenceFile.of(found))
+    assert line.startswith("A/A control g0_target_only.aa w-c1: 1.00x [")
+    assert line.endswith("] 95%, holds 1.0; tune (below_min_speedup)")

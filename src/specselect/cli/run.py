@@ -11,7 +11,7 @@ from rich.markup import escape
 
 from specselect.common.home import default_home
 from specselect.report import write_reports
-from specselect.report.console import admission_table, decision_table, groups_table, make_console
+from specselect.report.console import admission_table, control_lines, decision_table, groups_table, make_console
 from specselect.report.sweep_tables import sweep_summary_lines
 from specselect.report.trust import trust_lines
 from specselect.runner.progress import make_progress
@@ -100,6 +100,8 @@ def run(args: argparse.Namespace) -> int:
         console.print(decision_table(outcome.evidence, outcome.groups))
         for cand, verdict in outcome.evidence.verdicts.items():
             console.print(f"  {cand}: {verdict}")
+        for line in control_lines(outcome.evidence):
+            console.print(f"  {escape(line)}")
         for line in sweep_summary_lines(outcome.evidence.sweeps):
             console.print(f"  sweep: {line}")
     if outcome.handoff is not None and outcome.handoff.mix is not None:

@@ -14,6 +14,7 @@ __all__ = [
     "DECISION_COLUMNS",
     "REPORT_DECISION_COLUMNS",
     "admission_table",
+    "control_lines",
     "decision_rows",
     "decision_table",
     "fmt_interval",
@@ -67,6 +68,24 @@ def _latency(entry: ScenarioEvidence, value: float | None, check: str) -> str:
     if interval is None:
         return fmt_ratio(value)
     return f"{fmt_ratio(value)}; mean {interval.point or 0:.2f}x [{interval.low:.2f}, {interval.high:.2f}]"
+
+
+def control_lines(evidence: EvidenceFile) -> list[str]:
+    """One line per A/A control and scenario: its speedup over the baseline, whether the interval holds 1.0, and
+    the decision the plan's rule gives it."""
+    out = []
+    for c in evidence.controls:
+        s = c.speedup
+        text = "-" if s is None else fmt_interval(s.point, s.low, s.high, s.level)
+        holds = (
+            ""
+            if s is None or s.low is None or s.high is None
+            else (", holds 1.0" if s.low <= 1.0 <= s.high else ", does NOT hold 1.0")
+        )
+        out.append(
+            f"A/A control {c.candidate} {c.scenario}: {text}{holds}; {c.decision.decision.value} ({c.decision.reason})"
+        )
+    return out
 
 
 def decision_rows(evidence: EvidenceFile, groups: Sequence[GroupResult]) -> list[list[str]]:
