@@ -74,6 +74,7 @@ def _plan(label: str, *, candidates: list[str], engine: dict[str, Any] | None = 
                 "concurrency": [1],
                 "warmup_requests": 1,
                 "repeats": 1,
+                "rounds": 1,  # faults in one server life at a time: one launch per group
                 "request_timeout_s": 60.0,
                 "scenario_timeout_s": 120.0,
                 "parity_pass": "off",
