@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 
+from specselect.common.canonical import canonical_sha256
 from specselect.errors import ConfigError
 from specselect.measure import (
     CacheSaltPolicy,
@@ -166,3 +167,39 @@ def test_open_loop_arrivals_have_mean_gap_one_over_rate_and_gamma_dispersion(bur
 
 def test_infinite_rate_releases_everything_at_once() -> None:
     assert arrival_offsets(4, float("inf"), 1.0, seed=0) == [0.0] * 4
+
+
+def _sampled(scope: str, *, seed: int = 5, in_request: bool = True) -> list[PlannedRequest]:
+    sampling = SamplingParams(
+        temperature=0.7, top_p=0.9, top_k=40, seed=seed, seed_per_request=True, in_request=in_request
+    )
+    spec = ScenarioSpec(scenario="general-c1", repeats=2, sampling=sampling, seed_scope=scope)
+    return plan_requests(CHAT, _items(4), spec)[1]
+
+
+def test_at_temperature_above_0_every_request_sends_its_own_recorded_seed() -> None:
+    measured = _sampled("g0_target_only")
+    seeds = [p.seed for p in measured]
+    assert len(set(seeds)) == len(measured) == 8
+    assert all(json.loads(p.body)["seed"] == p.seed for p in measured)
+    assert all(seed is not None and 0 <= seed < 2**31 for seed in seeds)
+    assert seeds == [p.seed for p in _sampled("g0_target_only")]  # a rerun draws the same samples
+    assert not set(seeds) & {p.seed for p in _sampled("g1_ngram")}  # another group draws its own
+    assert not set(seeds) & {p.seed for p in _sampled("g0_target_only", seed=6)}
+
+
+def test_the_sampling_parameters_are_sent_or_left_to_the_servers_defaults() -> None:
+    sent = json.loads(_sampled("g", in_request=True)[0].body)
+    assert (sent["temperature"], sent["top_p"], sent["top_k"]) == (0.7, 0.9, 40)
+    left = json.loads(_sampled("g", in_request=False)[0].body)
+    assert not {"temperature", "top_p", "top_k"} & left.keys()
+    assert "seed" in left
+
+
+def test_new_sampling_fields_at_their_defaults_keep_the_recorded_sampling_key() -> None:
+    # Keys recorded before top_k, seed_per_request and in_request existed must still pair with new ones.
+    old_fields = SamplingParams(max_tokens=32).model_dump(
+        mode="json", exclude={"top_k", "seed_per_request", "in_request"}
+    )
+    assert SamplingParams(max_tokens=32).key == "sampling#" + canonical_sha256(old_fields)[:16]
+    assert SamplingParams(max_tokens=32, in_request=False).key != SamplingParams(max_tokens=32).key

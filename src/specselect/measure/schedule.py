@@ -26,6 +26,7 @@ __all__ = [
     "cache_salt",
     "plan_requests",
     "request_order",
+    "request_seed",
 ]
 
 _WARMUP_STREAM = 0
@@ -43,6 +44,7 @@ class PlannedRequest:
     warmup: bool
     cache_salt: str | None
     body: bytes
+    seed: int | None = None
 
 
 def _rng(seed: int, stream: int, index: int = 0) -> np.random.Generator:
@@ -65,6 +67,13 @@ def cache_salt(seed: int, scenario: str, repeat: int) -> str:
     return digest[:32]
 
 
+def request_seed(seed: int, scope: str, request_id: str) -> int:
+    """One request's own sampling seed (31 bits, as engines take it): a pure function of the plan's seed, who
+    sends it and the request, so reruns draw the same samples and two groups draw independent ones."""
+    digest = hashlib.sha256(f"specselect-seed:{seed}:{scope}:{request_id}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") & 0x7FFF_FFFF
+
+
 def arrival_offsets(n: int, request_rate: float, burstiness: float, seed: int) -> list[float]:
     """Open-loop release times (s after the phase start): Gamma inter-arrivals with mean 1/rate.
 
@@ -77,6 +86,20 @@ def arrival_offsets(n: int, request_rate: float, burstiness: float, seed: int) -
     scale = 1.0 / (request_rate * burstiness)
     gaps = _rng(seed, _ARRIVAL_STREAM).gamma(shape=burstiness, scale=scale, size=n - 1)
     return [0.0, *(float(x) for x in np.cumsum(gaps))]
+
+
+def _sampling_fields(sampling: SamplingParams) -> dict[str, Any]:
+    """Temperature, top-p, top-k (unless left to the server's defaults) and the seed."""
+    out: dict[str, Any] = {}
+    if sampling.in_request:
+        out["temperature"] = sampling.temperature
+        if sampling.top_p is not None:
+            out["top_p"] = sampling.top_p
+        if sampling.top_k is not None:
+            out["top_k"] = sampling.top_k
+    if sampling.seed is not None:
+        out["seed"] = sampling.seed
+    return out
 
 
 def build_body(endpoint: Endpoint, item: WorkloadItem, sampling: SamplingParams, salt: str | None) -> dict[str, Any]:
@@ -99,11 +122,7 @@ def build_body(endpoint: Endpoint, item: WorkloadItem, sampling: SamplingParams,
             )
         body["prompt"] = item.prompt
     body["max_tokens"] = item.max_tokens or sampling.max_tokens
-    body["temperature"] = sampling.temperature
-    if sampling.top_p is not None:
-        body["top_p"] = sampling.top_p
-    if sampling.seed is not None:
-        body["seed"] = sampling.seed
+    body.update(_sampling_fields(sampling))
     if sampling.ignore_eos:
         body["ignore_eos"] = True
     if sampling.logprobs is not None:
@@ -148,8 +167,11 @@ def plan_requests(
 
     def planned(item: WorkloadItem, repeat: int, request_id: str) -> PlannedRequest:
         salt = cache_salt(seed, scenario, repeat) if salted else None
-        body = json.dumps(build_body(endpoint, item, sampling, salt), separators=(",", ":")).encode()
-        return PlannedRequest(request_id, item.id, repeat, repeat < 0, salt, body)
+        params = sampling
+        if sampling.seed_per_request and sampling.seed is not None:
+            params = sampling.model_copy(update={"seed": request_seed(sampling.seed, spec.seed_scope, request_id)})
+        body = json.dumps(build_body(endpoint, item, params, salt), separators=(",", ":")).encode()
+        return PlannedRequest(request_id, item.id, repeat, repeat < 0, salt, body, params.seed)
 
     warm = [
         planned(items[i], -1, f"{scenario}:w{k}:{items[i].id}")

@@ -248,6 +248,7 @@ def build_record(
         launch=launch,
         warmup=planned.warmup,
         cache_salt=planned.cache_salt,
+        seed=planned.seed,
         scheduled_time_s=_rel(raw.scheduled_time, t0),
         send_time_s=_rel(raw.send_time, t0),
         first_token_time_s=decoded.chunk_times[0] - t0 if decoded.chunk_times else None,

@@ -93,7 +93,14 @@ class SamplingParams(BaseModel):
     """Used when a workload item gives no `max_tokens` of its own."""
     temperature: float = Field(default=0.0, ge=0.0)
     top_p: float | None = Field(default=None, gt=0.0, le=1.0)
+    top_k: int | None = Field(default=None, gt=0)
     seed: int | None = None
+    seed_per_request: bool = False
+    """Each request samples with its own seed, derived from `seed`, the scenario spec's `seed_scope` and the
+    request (`request_seed`) and recorded on it; otherwise every request sends `seed` itself."""
+    in_request: bool = True
+    """False: temperature, top-p and top-k are left out of the requests, so each server's own generation
+    defaults decide them (the values here are what the servers are expected to serve)."""
     ignore_eos: bool = False
     logprobs: int | None = Field(default=None, ge=0, le=20)
     """Top-k alternatives per generated token (for near-tie analysis); None requests no logprobs."""
@@ -103,7 +110,15 @@ class SamplingParams(BaseModel):
     @property
     def key(self) -> str:
         """A stable key of these parameters (`sampling_key` of paired evidence)."""
-        return "sampling#" + canonical_sha256(self.model_dump(mode="json"))[:16]
+        data = self.model_dump(mode="json")
+        # Fields added after keys were first recorded stay out at their default: recorded keys still pair.
+        for name, default in _KEYLESS_DEFAULTS.items():
+            if data.get(name) == default:
+                del data[name]
+        return "sampling#" + canonical_sha256(data)[:16]
+
+
+_KEYLESS_DEFAULTS: dict[str, object] = {"top_k": None, "seed_per_request": False, "in_request": True}
 
 
 class LoadShape(BaseModel):
@@ -159,6 +174,8 @@ class ScenarioSpec(BaseModel):
     request_timeout_s: float = 600.0
     scenario_timeout_s: float | None = None
     cache_salt_policy: CacheSaltPolicy = CacheSaltPolicy.FRESH_SERVER
+    seed_scope: str = ""
+    """With `sampling.seed_per_request`: who sends (the group), so each side draws its own samples."""
 
 
 class TokenLogprob(BaseModel):
@@ -187,6 +204,8 @@ class RequestRecord(BaseModel):
     """The group's server launch that measured it (0-based)."""
     warmup: bool
     cache_salt: str | None = None
+    seed: int | None = None
+    """The sampling seed the request sent (None: it sent none)."""
     scheduled_time_s: float | None = None
     """Open loop only: when the arrival process released the request."""
     send_time_s: float | None = None
