@@ -88,7 +88,7 @@ def test_validate_toml_error_names_line(capsys: pytest.CaptureFixture[str], tmp_
 def test_plan_list(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run_cli(capsys, "plan", "list")
     assert (code, err) == (0, "")
-    assert "builtin:cpu-smoke  CPU smoke test:" in out.splitlines()[2]  # sorted: cpu-aa, cpu-draft, cpu-smoke
+    assert "builtin:cpu-smoke    CPU smoke test:" in out.splitlines()[3]  # sorted: cpu-aa, -draft, -sampled, -smoke
 
 
 def test_plan_show_prints_the_toml_verbatim(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -105,7 +105,8 @@ def test_plan_show_unknown_builtin(capsys: pytest.CaptureFixture[str]) -> None:
     assert (code, out) == (2, "")
     assert err == (
         "specselect: error: builtin:nope: no built-in plan 'nope' "
-        "(fix: use one of: builtin:cpu-aa, builtin:cpu-draft, builtin:cpu-smoke, builtin:cpu-sweep "
+        "(fix: use one of: builtin:cpu-aa, builtin:cpu-draft, builtin:cpu-sampled, builtin:cpu-smoke, "
+        "builtin:cpu-sweep "
         "(see `specselect plan list`))\n"
     )
 

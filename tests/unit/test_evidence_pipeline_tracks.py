@@ -20,6 +20,7 @@ from specselect.evidence.pipeline import (
     build_evidence,
     parity_scenario,
 )
+from specselect.evidence.sampled_parity import SampledParityPolicy
 from specselect.evidence.stats import BootstrapPolicy
 from specselect.measure.memory import PeakMemory
 from specselect.measure.metrics import summarize
@@ -148,6 +149,7 @@ def evidence(
     parity_passes: dict[str, list[RequestRecord] | None] | None = None,
     parity_pass: ParityPassPolicy | None = None,
     host_foreign_cpu_share_limit: float | None = None,
+    distribution_test: SampledParityPolicy | None = None,
 ) -> EvidenceFile:
     """The pipeline over the records in `store` (and each group's parity pass over workload `w`)."""
     held = InMemoryRecords.of(store)
@@ -159,6 +161,7 @@ def evidence(
         bootstrap=BootstrapPolicy(n_resamples=200, seed=1),
         parity_pass=parity_pass,
         host_foreign_cpu_share_limit=host_foreign_cpu_share_limit,
+        distribution_test=distribution_test,
     )
     return EvidenceFile.of(build_evidence(groups, [KEY], records=held, categories={}, settings=settings))
 

@@ -187,7 +187,7 @@ CASES: list[tuple[dict[str, Any], str]] = [
     (
         {"sampling": {"temperature": -0.5}},
         "sampling.temperature: must be >= 0 (got -0.5) "
-        "(fix: use temperature = 0 for greedy decoding (output parity is checked only at 0))",
+        "(fix: use 0 for greedy decoding, or the deployment's temperature, e.g. 0.7)",
     ),
     (
         {"sampling": {"max_tokens": 0}},

@@ -24,7 +24,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from specselect.core.pairing import MemoryFigure, PairEvidence
+from specselect.core.pairing import MemoryFigure, PairEvidence, QualityCheck
 from specselect.core.status import Decision, EvidenceStatus
 
 __all__ = [
@@ -35,6 +35,7 @@ __all__ = [
     "LATENCY_UNSETTLED",
     "NO_INTERVAL",
     "NO_LAUNCH_REPLICATION",
+    "QUALITY_FAILURES",
     "Confidence",
     "ConfidenceStatus",
     "DecisionResult",
@@ -55,6 +56,15 @@ CHECK_REASONS: tuple[tuple[str, str], ...] = (
     ("max_peak_memory_mb", "memory_over_budget"),
 )
 """Threshold check -> the reason a failure of it contributes, in the order reasons are combined."""
+
+QUALITY_FAILURES: dict[QualityCheck, tuple[str, str]] = {
+    "exact_output": ("quality_failed", "temperature-0 outputs differ from the baseline"),
+    "output_distribution": (
+        "distribution_mismatch",
+        "the sampled outputs do not follow the baseline's distribution (the distribution test failed)",
+    ),
+}
+"""How quality was judged -> the reject's reason and detail when it failed."""
 
 CHECK_NAMES: tuple[str, ...] = ("quality_ok", *(name for name, _ in CHECK_REASONS))
 """The keys of `DecisionResult.checks` (plus the latency gates' when `decide` got latency intervals)."""
@@ -381,14 +391,15 @@ def _decided(
     require_interval: bool,
 ) -> DecisionResult:
     if checks["quality_ok"] is False:
+        reason, detail = QUALITY_FAILURES[evidence.quality_check]
         return DecisionResult(
             decision=Decision.REJECT,
-            reason="quality_failed",
+            reason=reason,
             policy=thresholds,
             checks=checks,
             evidence_status=evidence.evidence_status,
             failed_checks=("quality_ok",),
-            detail="temperature-0 outputs differ from the baseline",
+            detail=detail,
         )
     if any(checks[name] is False for name, _ in CHECK_REASONS):
         return _failing(checks, evidence, thresholds, interval)

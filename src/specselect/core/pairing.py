@@ -86,6 +86,9 @@ class SideMetrics(BaseModel):
     """True only when backend telemetry showed speculative proposals."""
 
 
+QualityCheck = Literal["exact_output", "output_distribution"]
+
+
 class PairEvidence(BaseModel):
     """The paired evidence of one candidate against its baseline for one scenario."""
 
@@ -104,6 +107,9 @@ class PairEvidence(BaseModel):
     candidate_peak_memory_figure: MemoryFigure | None = None
     """Which figure `candidate_peak_memory_mb` is (the memory budget is compared with it)."""
     quality_ok: StrictBool | None = None
+    quality_check: QualityCheck = "exact_output"
+    """How quality was judged: outputs equal the baseline's (temperature 0), or sampled outputs follow the
+    baseline's distribution (a test on distributions, temperature > 0)."""
 
     @model_validator(mode="after")
     def _comparable_has_numbers(self) -> PairEvidence:

@@ -214,15 +214,52 @@ class SamplingConfig(PlanSection):
     """Sampling parameters sent with every request (identical for every group)."""
 
     temperature: Annotated[float, Strict(), Field(ge=0, le=100)] = Field(
-        default=0.0, description="0 = greedy; output parity is checked only at 0"
+        default=0.0,
+        description="0 = greedy (outputs must equal the baseline's); above 0 every request samples with its own "
+        "seed and parity is a test on the output distribution (see parity_samples)",
+    )
+    top_p: Annotated[float, Strict(), Field(gt=0, le=1)] = Field(
+        default=1.0, description="nucleus sampling: 1.0 = off; sent with every request at temperature > 0"
+    )
+    top_k: Annotated[int, Strict(), Field(ge=0, le=1_000_000)] = Field(
+        default=0, description="0 = off; sent with every request when above 0"
+    )
+    in_request: StrictBool = Field(
+        default=True,
+        description="false: temperature, top_p and top_k are left out of the requests, so each server's own "
+        "generation defaults decide them (e.g. vLLM's --override-generation-config in [engine] args); the values "
+        "here are what the servers are expected to serve, and at temperature > 0 the distribution test checks them",
     )
     max_tokens: Annotated[int, Strict(), Field(gt=0, le=1_000_000)] = 128
     seed: Seed = 0
+    parity_prompts: Annotated[int, Strict(), Field(ge=1, le=10_000)] = Field(
+        default=8,
+        description="temperature > 0: the distribution test's prompts, the first N items of each workload",
+    )
+    parity_samples: Annotated[int, Strict(), Field(ge=2, le=10_000)] = Field(
+        default=16,
+        description="temperature > 0: outputs drawn per prompt on each side, untimed, each with its own seed; "
+        "8 prompts x 16 outputs is the size whose false alarms and power benchmarks/RESULTS.md reports",
+    )
+
+    @model_serializer(mode="wrap")
+    def _omit_new_defaults(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _omit_at_default(
+            handler(self),
+            {"top_p": 1.0, "top_k": 0, "in_request": True, "parity_prompts": 8, "parity_samples": 16},
+        )
+
+    @property
+    def sampled(self) -> bool:
+        """Outputs are sampled (temperature > 0): parity is a test on distributions."""
+        return self.temperature > 0
 
     @property
     def sampling_key(self) -> str:
         """A stable key of the sampling parameters, compared between paired groups (`sampling_key`)."""
-        return f"temperature={self.temperature!r};max_tokens={self.max_tokens};seed={self.seed}"
+        key = f"temperature={self.temperature!r};max_tokens={self.max_tokens};seed={self.seed}"
+        extra = {"top_p": (self.top_p, 1.0), "top_k": (self.top_k, 0), "in_request": (self.in_request, True)}
+        return key + "".join(f";{name}={value!r}" for name, (value, default) in extra.items() if value != default)
 
 
 class RunConfig(PlanSection):

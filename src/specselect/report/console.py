@@ -112,10 +112,17 @@ def decision_rows(evidence: EvidenceFile, groups: Sequence[GroupResult]) -> list
                 _latency(e, e.evidence.ttft_ratio, "max_ttft_regression_ratio"),
                 _latency(e, e.evidence.e2e_p95_ratio, "max_e2e_p95_regression_ratio"),
                 acceptance,
-                e.parity.verdict.value if e.parity else "-",
+                _parity(e),
             ]
         )
     return rows
+
+
+def _parity(e: ScenarioEvidence) -> str:
+    """Exact parity's verdict at temperature 0; the distribution test's above it."""
+    if e.sampled_parity is not None:
+        return f"{e.sampled_parity.verdict} (distribution)"
+    return e.parity.verdict.value if e.parity else "-"
 
 
 DECISION_COLUMNS = (

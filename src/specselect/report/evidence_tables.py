@@ -9,7 +9,7 @@ from specselect.report.console import fmt_interval, fmt_ratio
 from specselect.report.data import ReportData
 from specselect.report.tables import TableSpec
 
-__all__ = ["controls_spec", "prediction_spec", "rounds_spec"]
+__all__ = ["controls_spec", "distribution_spec", "prediction_spec", "rounds_spec"]
 
 
 def _interval(low: float | None, high: float | None) -> str:
@@ -101,6 +101,50 @@ def controls_spec(data: ReportData) -> TableSpec | None:
             )
         )
     columns = ("control", "scenario", "A/A speedup (interval, level)", "contains 1.0", "outputs", "decision")
+    return TableSpec(columns=columns, rows=tuple(rows))
+
+
+def _statistics(e: ScenarioEvidence) -> str:
+    test = e.sampled_parity
+    if test is None or not test.statistics:
+        return "-"
+    shown = []
+    for s in test.statistics:
+        way = {"candidate_higher": " (cand. higher)", "candidate_lower": " (cand. lower)"}.get(s.direction or "", "")
+        shown.append(f"{s.name} p {s.p_value:.3f}, adj. {s.adjusted_p_value:.3f}{way}")
+    return "; ".join(shown)
+
+
+def distribution_spec(data: ReportData) -> TableSpec | None:
+    """Temperature > 0: per candidate and workload, the distribution test of the parity passes' samples: the
+    verdict, how much it saw, and each statistic's permutation p-value, raw and family-wise adjusted."""
+    rows, seen = [], set()
+    controls = data.evidence.controls if data.evidence is not None else ()
+    for e in (*data.entries(), *controls):
+        test = e.sampled_parity
+        if test is None or (e.candidate, e.workload) in seen:
+            continue
+        seen.add((e.candidate, e.workload))
+        rows.append(
+            (
+                e.candidate,
+                e.workload,
+                test.verdict if test.reason is None else f"{test.verdict} ({test.reason})",
+                f"{len(test.prompts)} x {test.samples_per_side[0]} / {test.samples_per_side[1]}",
+                f"{test.distinct_outputs[0]} / {test.distinct_outputs[1]}",
+                _statistics(e),
+            )
+        )
+    if not rows:
+        return None
+    columns = (
+        "candidate",
+        "workload",
+        "verdict",
+        "prompts x samples (baseline / candidate)",
+        "distinct outputs",
+        "statistics (permutation p)",
+    )
     return TableSpec(columns=columns, rows=tuple(rows))
 
 

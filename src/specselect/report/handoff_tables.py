@@ -33,16 +33,18 @@ def _estimate(est: MixEstimate | None) -> str:
 
 
 def mix_lines(data: ReportData) -> list[str]:
-    """The mix recommendation and its traffic in sentences (the note when the plan has no [traffic])."""
+    """The mix recommendation and its traffic in sentences (the note when the plan has no [traffic]), and the
+    sampling the decisions hold for."""
     handoff = data.handoff
     if handoff is None:
         return []
+    sampling = [handoff.sampling] if handoff.sampling else []
     if handoff.mix is None:
-        return [handoff.mix_note] if handoff.mix_note else []
+        return [*([handoff.mix_note] if handoff.mix_note else []), *sampling]
     mix = handoff.mix
     shares = ", ".join(f"{w} {s:.0%}" for w, s in mix.workloads.items())
     levels = ", ".join(f"c{c} {s:.0%}" for c, s in mix.concurrency.items())
-    return [mix.recommendation, f"traffic: {shares}; concurrency: {levels} (shares of requests)"]
+    return [mix.recommendation, f"traffic: {shares}; concurrency: {levels} (shares of requests)", *sampling]
 
 
 def _segments(option: HandoffMixOption) -> str:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 from specselect.artifacts.results import GroupResult
 from specselect.core.gates import AdmissionResult
 from specselect.report.data import ReportData
-from specselect.report.evidence_tables import controls_spec, prediction_spec, rounds_spec
+from specselect.report.evidence_tables import controls_spec, distribution_spec, prediction_spec, rounds_spec
 from specselect.report.handoff_tables import mix_lines, mix_spec, serve_blocks
 from specselect.report.plots import FigureSection, build_plots
 from specselect.report.segment_tables import segment_lead, segment_lines, segment_spec
@@ -250,6 +250,14 @@ _CERTAINTY_TABLES = (
         controls_spec,
         "The baseline's own configuration launched next to it in every round and judged as if it were a "
         "candidate: its interval should contain 1.0 and the plan's rule must not accept it.",
+    ),
+    (
+        "Sampled outputs",
+        distribution_spec,
+        "At temperature > 0 no single output has to match: each side drew several outputs per prompt, every one "
+        "with its own seed, and a permutation test asks whether the candidate's follow the baseline's "
+        "distribution (token frequencies by position, distinct bigrams, lengths, the target's log-probability); "
+        "adjusted p-values hold the family-wise level over the statistics. A fail rejects the candidate.",
     ),
     (
         "Predicted vs measured decode speedup",

@@ -8,7 +8,7 @@ import html
 import re
 
 from specselect.report.data import ReportData
-from specselect.report.evidence_tables import controls_spec, prediction_spec, rounds_spec
+from specselect.report.evidence_tables import controls_spec, distribution_spec, prediction_spec, rounds_spec
 from specselect.report.handoff_tables import mix_lines, mix_spec, serve_blocks
 from specselect.report.segment_tables import segment_lead, segment_lines, segment_spec
 from specselect.report.sweep_tables import (
@@ -111,6 +111,7 @@ def _certainty(data: ReportData) -> list[str]:
     for title, spec in (
         ("Paired rounds: each round's ratio and the interval's level and variance", rounds_spec(data)),
         ("A/A controls: the baseline's configuration judged as a candidate", controls_spec(data)),
+        ("Sampled outputs: the distribution test at temperature > 0", distribution_spec(data)),
         ("Predicted vs measured decode speedup", prediction_spec(data)),
     ):
         if spec is not None:

@@ -234,7 +234,7 @@ def _get(mapping: Mapping[str, Any], *path: str) -> Any:
 def _plan_items(plan: Mapping[str, Any]) -> list[tuple[str, str]]:
     items = []
     for section, keys in (
-        ("sampling", ("temperature", "max_tokens", "seed")),
+        ("sampling", ("temperature", "top_p", "top_k", "in_request", "max_tokens", "seed", "parity_samples")),
         ("run", ("concurrency", "warmup_requests", "repeats", "prefix_cache", "load", "order_seed")),
     ):
         for key in keys:

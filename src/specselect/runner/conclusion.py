@@ -18,7 +18,7 @@ from specselect.evidence.stats import BootstrapPolicy
 from specselect.plan import LoadedPlan, Plan
 from specselect.runner.context import RunContext
 from specselect.runner.handoff import run_handoff
-from specselect.runner.paritypass import parity_policy
+from specselect.runner.paritypass import distribution_test, parity_policy
 from specselect.runner.schedule import schedule_comparisons
 
 __all__ = [
@@ -72,6 +72,7 @@ def evidence_settings(run: RunContext) -> EvidenceSettings:
         schedule=look_schedule(run.loaded.plan),
         estimand=t.estimand,
         parity_pass=parity_policy(run.loaded),
+        distribution_test=distribution_test(run.loaded),
         host_foreign_cpu_share_limit=t.max_host_foreign_cpu_share,
         proposer_costs=run.proposer_costs,
         memory_budgets=budgets,

@@ -35,8 +35,12 @@ from specselect.plan import BASELINE_FAMILY, BASELINE_GROUP, Candidate, RunConfi
 from specselect.runner.context import RunContext
 from specselect.runner.earlystop import early_stop_check, skipped_run
 from specselect.runner.scenario import Measuring, divergent_items, measure_scenario, run_parity_pass
+from specselect.workloads.model import WorkloadItem
 
-__all__ = ["GroupInterrupted", "GroupJob", "launch_label", "launch_record", "relaunch_group", "run_group"]
+__all__ = ["GroupInterrupted", "GroupJob", "ParityMode", "launch_label", "launch_record", "relaunch_group", "run_group"]
+
+
+ParityMode = Literal["full", "divergent", "samples", "off"]
 
 
 @dataclass(frozen=True)
@@ -52,9 +56,9 @@ class GroupJob:
     """The track's target settings; None means the plan's [target]."""
     skip_reason: str | None = None
     """Record the group as skipped without running it (a track baseline with no runnable candidate)."""
-    parity: Literal["full", "divergent", "off"] = "off"
-    """The logprob parity pass: every item (a baseline), only items whose timed outputs differ from the track
-    baseline's (a candidate), or none."""
+    parity: ParityMode = "off"
+    """The untimed parity pass: every item (a baseline), only items whose timed outputs differ from the track
+    baseline's (a candidate), the distribution test's samples (temperature > 0), or none."""
     reference_scenarios: frozenset[str] = frozenset()
     """The scenarios the track baseline completed: their timed outputs are the `divergent` pass's reference."""
     schedule: DerivedSchedule | None = None
@@ -194,29 +198,38 @@ class _GroupRunner:
                 stop = self.early_stop(run, wname, concurrency)
                 if stop is not None:
                     self.progress.warn(f"{self.job.name}: {stop}")
-        if self.job.parity == "off" or self.primary is not None:
-            return
-        for wname, workload in self.workloads.items():
-            items = list(workload.items)
-            if self.job.parity == "divergent":
-                wanted = self.divergent(wname, done.scenarios)
-                items = [item for item in items if item.id in wanted]
-                if not items:
-                    done.parity.append(
-                        ParityPassRun(
-                            workload=wname,
-                            scenario=parity_scenario(wname),
-                            status="not_needed",
-                            reason="every timed output equals the baseline's: no divergence to classify",
-                            items=(),
-                        )
-                    )
-                    continue
-            done.parity.append(
-                run_parity_pass(
-                    session, self.measuring, workload_name=wname, items=items, all_items=self.job.parity == "full"
-                )
+        if self.job.parity != "off" and self.primary is None:
+            for wname, workload in self.workloads.items():
+                done.parity.append(self.parity_pass(session, wname, list(workload.items), done.scenarios))
+
+    def parity_pass(
+        self, session: Session, wname: str, items: list[WorkloadItem], scenarios: list[ScenarioRun]
+    ) -> ParityPassRun:
+        """The workload's untimed parity pass as the job asks for it (the first launch only)."""
+        if self.job.parity == "samples":
+            sampling = self.plan.sampling
+            return run_parity_pass(
+                session,
+                self.measuring,
+                workload_name=wname,
+                items=items[: sampling.parity_prompts],
+                all_items=False,
+                samples=sampling.parity_samples,
             )
+        if self.job.parity == "divergent":
+            wanted = self.divergent(wname, scenarios)
+            items = [item for item in items if item.id in wanted]
+            if not items:
+                return ParityPassRun(
+                    workload=wname,
+                    scenario=parity_scenario(wname),
+                    status="not_needed",
+                    reason="every timed output equals the baseline's: no divergence to classify",
+                    items=(),
+                )
+        return run_parity_pass(
+            session, self.measuring, workload_name=wname, items=items, all_items=self.job.parity == "full"
+        )
 
     def skipped_before(self, scenario: str) -> str | None:
         """A later launch measures only what the first launch measured: why it skips `scenario`, if it does."""

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Literal
 
 from specselect.admission import Admissions
 from specselect.artifacts.results import GroupResult
 from specselect.core.status import RunStatus
 from specselect.plan import Candidate, LoadedPlan
-from specselect.runner.group import GroupJob
+from specselect.runner.group import GroupJob, ParityMode
 from specselect.runner.paritypass import baseline_parity_pass, parity_pass_enabled
 
 __all__ = ["NO_RUNNABLE_ON_TRACK", "build_job", "completed_scenarios"]
@@ -36,13 +35,16 @@ def build_job(
 
     The parity pass covers, for a candidate, the items whose timed outputs differ from its (already measured)
     baseline's, found in `done`; a baseline with an admitted candidate covers every item with parity_pass = 'full'.
+    At temperature > 0 every group that is compared draws the distribution test's samples.
     """
     track = loaded.plan.track_of(cand.name)
     runnable = [r for r in map(adm.result, track.members) if r is not None and r.admitted]
     skip = NO_RUNNABLE_ON_TRACK if cand.runs_target_only and not track.is_default and not runnable else None
-    parity: Literal["full", "divergent", "off"] = "off"
+    parity: ParityMode = "off"
     reference: frozenset[str] = frozenset()
-    if cand.is_baseline:
+    if loaded.plan.sampling.sampled:
+        parity = "samples" if runnable or not cand.is_baseline else "off"
+    elif cand.is_baseline:
         parity = "full" if runnable and baseline_parity_pass(loaded) else "off"
     elif parity_pass_enabled(loaded):
         reference = completed_scenarios((done or {}).get(track.name))

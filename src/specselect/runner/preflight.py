@@ -18,7 +18,7 @@ from specselect.assets.refs import ResolvedModel, resolve_model
 from specselect.common.hostfacts import collect_host_info
 from specselect.engines import Engine, EngineSetup
 from specselect.engines.base import Finding
-from specselect.plan import BASELINE_GROUP, LoadedPlan
+from specselect.plan import BASELINE_GROUP, LoadedPlan, Plan
 from specselect.plan.workloads import workload_source
 from specselect.runner.progress import Progress
 from specselect.workloads.extract import extractions_for, prepare_builtin_workloads
@@ -54,6 +54,21 @@ def _key_envs(loaded: LoadedPlan) -> list[str]:
     return list(dict.fromkeys(n for n in names if n))
 
 
+def _distribution_test_cost(plan: Plan, workloads: Mapping[str, Workload]) -> Finding:
+    """What the distribution test costs before the run: untimed requests per group and workload."""
+    s = plan.sampling
+    prompts = {name: min(s.parity_prompts, len(w.items)) for name, w in workloads.items()}
+    requests = sum(prompts.values()) * s.parity_samples
+    shown = ", ".join(f"{name} {n}" for name, n in prompts.items())
+    return (
+        "info",
+        "distribution_test",
+        f"temperature {s.temperature:g} > 0: parity is a test on the output distribution: {s.parity_samples} "
+        f"samples per prompt and side (prompts: {shown}), {requests} untimed requests of up to {s.max_tokens} "
+        "tokens per group in its first launch",
+    )
+
+
 def _plan_findings(loaded: LoadedPlan, workloads: Mapping[str, Workload]) -> list[Finding]:
     plan = loaded.plan
     found: list[Finding] = [
@@ -70,16 +85,8 @@ def _plan_findings(loaded: LoadedPlan, workloads: Mapping[str, Workload]) -> lis
         )
         for track in plan.tracks[1:]
     )
-    if plan.sampling.temperature > 0:
-        if plan.run.parity_pass == "auto":
-            found.append(("info", "parity_pass_skipped", "the logprob parity pass runs only at temperature 0"))
-        found.append(
-            (
-                "warning",
-                "parity_not_exact",
-                f"temperature {plan.sampling.temperature} > 0: outputs are sampled, exact parity cannot be checked",
-            )
-        )
+    if plan.sampling.sampled:
+        found.append(_distribution_test_cost(plan, workloads))
     if plan.run.max_rounds < 2:
         found.append(
             (

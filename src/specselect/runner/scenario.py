@@ -46,6 +46,8 @@ __all__ = [
 
 PARITY_LOGPROBS = 2
 """Top-k logprobs the parity pass asks for: two are enough for the top-2 gap."""
+SAMPLE_PASS_CONCURRENCY = 8
+"""The distribution test's samples are untimed: sent eight at a time, as a server batches them anyway."""
 CRASH_GRACE_S = 3.0
 """After dropped connections, how long to watch the server process before calling it alive."""
 
@@ -57,7 +59,15 @@ def _endpoint(session: Session) -> Endpoint:
 def _sampling(plan: Plan, *, logprobs: int | None = None) -> SamplingParams:
     s = plan.sampling
     return SamplingParams(
-        max_tokens=s.max_tokens, temperature=s.temperature, seed=s.seed, logprobs=logprobs, return_token_ids=True
+        max_tokens=s.max_tokens,
+        temperature=s.temperature,
+        top_p=s.top_p if s.sampled else None,
+        top_k=s.top_k or None,
+        seed=s.seed,
+        seed_per_request=s.sampled,
+        in_request=s.in_request,
+        logprobs=logprobs,
+        return_token_ids=True,
     )
 
 
@@ -65,6 +75,7 @@ def _spec(
     plan: Plan,
     scenario: str,
     *,
+    scope: str,
     concurrency: int = 1,
     load: LoadShape | None = None,
     warmup: int = 0,
@@ -82,6 +93,7 @@ def _spec(
         request_timeout_s=run.request_timeout_s,
         scenario_timeout_s=run.scenario_timeout_s,
         cache_salt_policy=CacheSaltPolicy(run.prefix_cache),
+        seed_scope=scope,
     )
 
 
@@ -227,7 +239,7 @@ def measure_scenario(
     timed = {"concurrency": concurrency, "load": _load_shape(m.plan), "warmup": run.warmup_requests}
     # Launch j continues the passes of the launches before it, so (item, repeat) names one request of the group.
     passes = {"repeats": run.repeats, "first_repeat": m.launch * run.repeats, "launch": m.launch}
-    spec = _spec(m.plan, scen).model_copy(update={**timed, **passes})
+    spec = _spec(m.plan, scen, scope=m.group).model_copy(update={**timed, **passes})
     if session.traffic is not None:
         session.traffic.before()
     got = _run_timed(session, m, spec, workload.items)
@@ -279,16 +291,33 @@ def divergent_items(baseline: Sequence[RequestRecord], records: Sequence[Request
     return out
 
 
+def _parity_spec(m: Measuring, scenario: str, samples: int) -> ScenarioSpec:
+    if not samples:
+        return _spec(m.plan, scenario, scope=m.group, logprobs=PARITY_LOGPROBS)
+    spec = _spec(m.plan, scenario, scope=m.group, logprobs=0)
+    return spec.model_copy(update={"repeats": samples, "concurrency": SAMPLE_PASS_CONCURRENCY})
+
+
 def run_parity_pass(
-    session: Session, m: Measuring, *, workload_name: str, items: Sequence[WorkloadItem], all_items: bool
+    session: Session,
+    m: Measuring,
+    *,
+    workload_name: str,
+    items: Sequence[WorkloadItem],
+    all_items: bool,
+    samples: int = 0,
 ) -> ParityPassRun:
-    """One untimed request per item at concurrency 1 with top-2 logprobs; failures are recorded, never raised."""
-    plan, progress = m.plan, m.progress
+    """One untimed request per item at concurrency 1 with top-2 logprobs; failures are recorded, never raised.
+
+    `samples` > 0 (temperature > 0): the distribution test's pass instead: `samples` outputs of every item, each
+    with its own seed and the sampled token's logprob, at `SAMPLE_PASS_CONCURRENCY`.
+    """
+    progress = m.progress
     scen = parity_scenario(workload_name)
     sent = None if all_items else tuple(item.id for item in items)
     started = time.monotonic()
     try:
-        result = asyncio.run(run_load(_endpoint(session), items, _spec(plan, scen, logprobs=PARITY_LOGPROBS)))
+        result = asyncio.run(run_load(_endpoint(session), items, _parity_spec(m, scen, samples)))
         _check_alive_after(session, result.records)
     except EngineError as exc:
         return ParityPassRun(
@@ -310,7 +339,8 @@ def run_parity_pass(
         reason = f"every request failed (first: {first.error})" if first else "no requests"
     elif not with_lp:
         reason = "the engine returned no logprobs: divergences stay unclassified"
-    progress.info(f"{scen}: {len(ok)}/{len(records)} ok, {with_lp} with logprobs (untimed, for parity only)")
+    what = f"{samples} samples per item" if samples else "for parity only"
+    progress.info(f"{scen}: {len(ok)}/{len(records)} ok, {with_lp} with logprobs (untimed, {what})")
     return ParityPassRun(
         workload=workload_name,
         scenario=scen,

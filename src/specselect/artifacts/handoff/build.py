@@ -32,10 +32,10 @@ from specselect.evidence.pipeline import (
     group_track,
 )
 from specselect.evidence.stats import BootstrapPolicy
-from specselect.plan import Plan
+from specselect.plan import Plan, SamplingConfig
 from specselect.plan.rules import BASELINE_GROUP
 
-__all__ = ["HandoffInputs", "build_handoff"]
+__all__ = ["HandoffInputs", "build_handoff", "sampling_note"]
 
 
 @dataclass(frozen=True)
@@ -175,6 +175,22 @@ def _scenario(
     )
 
 
+def sampling_note(sampling: SamplingConfig) -> str:
+    """Which sampling the decisions hold for: acceptance, and so the speedup, changes with the temperature."""
+    if not sampling.sampled:
+        return (
+            "Measured at temperature 0 (greedy), where every output must equal the baseline's: the decisions hold "
+            "for greedy decoding; at a temperature above 0 acceptance falls, so measure at the deployment's."
+        )
+    top_k = f"top-k {sampling.top_k}" if sampling.top_k else "top-k off"
+    sent = "sent in every request" if sampling.in_request else "left to each server's generation defaults"
+    return (
+        f"Measured at temperature {sampling.temperature:g} (top-p {sampling.top_p:g}, {top_k}; {sent}), where "
+        "outputs were tested against the baseline's distribution: the decisions hold at that temperature only; "
+        "acceptance, and so the speedup, falls as the temperature rises."
+    )
+
+
 def build_handoff(
     evidence: EvidenceFile,
     groups: Sequence[GroupResult],
@@ -205,6 +221,7 @@ def build_handoff(
         track_rule=TRACK_RULE,
         concurrency_limits=concurrency_advice(evidence.sweeps, groups, schedule=inputs.schedule),
         proposal_lengths=length_advice(evidence.sweeps),
+        sampling=sampling_note(inputs.plan.sampling),
         rounds=inputs.plan.run.rounds,
         looks=inputs.plan.run.look_rounds,
         controls=tuple(_control(entry) for entry in evidence.controls),

@@ -238,3 +238,5 @@ class Handoff(ResultsDocument):
     """Rounds completed at each look (`[run] looks`); a candidate with an open pair ran on to the next."""
     controls: tuple[HandoffControl, ...] = ()
     """A/A controls per scenario (`[run] aa_control`): whether identical servers stayed unaccepted."""
+    sampling: str | None = None
+    """The sampling the decisions hold for, and how output quality was judged there."""

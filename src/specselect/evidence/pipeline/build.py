@@ -60,6 +60,12 @@ from specselect.evidence.rounds.looks import (
     pair_state,
     plan_rounds,
 )
+from specselect.evidence.sampled_parity import (
+    SampledParity,
+    SampledParityPolicy,
+    sampled_parity,
+    samples_from_records,
+)
 from specselect.evidence.samples import Pairing, RequestKey, pair_launches
 from specselect.evidence.segments import InputLengthSegments, SegmentPolicy, input_length_segments
 from specselect.evidence.stats import (
@@ -85,6 +91,9 @@ class EvidenceSettings:
     """The looks and their error budget; None: one look at every round measured, at `bootstrap.level`."""
     estimand: Estimand = "frozen_prompts"
     parity_pass: ParityPassPolicy | None = None
+    distribution_test: SampledParityPolicy | None = None
+    """Temperature > 0: the distribution test judges quality (from the parity passes' samples); None at
+    temperature 0, where every output must equal the baseline's."""
     host_foreign_cpu_share_limit: float | None = None
     proposer_costs: Mapping[str, ProposerCost] = field(default_factory=dict)
     """Candidate -> what its proposer costs per drafted token (draft models); lookups are assumed free."""
@@ -192,22 +201,40 @@ class _Measured:
     cand_group: MeasuredGroup
     key: ScenarioKey
     pair: PairedRecords
-    parity: ScenarioParity
+    parity: ScenarioParity | None
     parity_pass: ScenarioParity | None
     rounds: PairRounds
+    sampled: SampledParity | None = None
+
+    @property
+    def quality_ok(self) -> bool | None:
+        """Exact parity's verdict at temperature 0, the distribution test's above it."""
+        if self.sampled is not None:
+            return {"pass": True, "fail": False}.get(self.sampled.verdict)
+        return self.parity.quality_ok if self.parity is not None else None
+
+
+def _quality(
+    pair: PairedRecords, records: RecordSource, groups: tuple[str, str], workload: str, settings: EvidenceSettings
+) -> tuple[ScenarioParity | None, ScenarioParity | None, SampledParity | None]:
+    """(timed outputs' parity, pass-vs-pass parity, distribution test): exact parity at temperature 0, the
+    distribution test of the parity passes' samples above it."""
+    base_pass, cand_pass = records.parity(groups[0], workload), records.parity(groups[1], workload)
+    if settings.distribution_test is None:
+        return (*parity_step(pair, base_pass, cand_pass, settings.parity), None)
+    samples = samples_from_records(base_pass or (), cand_pass or ())
+    return None, None, sampled_parity(samples, settings.distribution_test)
 
 
 def _measure(base: MeasuredGroup, cand: MeasuredGroup, key: ScenarioKey, inputs: _Inputs) -> _Measured:
     records, cats = inputs.records, inputs.categories.get(key.workload, {})
     base_side, cand_side = side_launches(base, key.name, records, cats), side_launches(cand, key.name, records, cats)
     pair = pair_step(base_side, cand_side)
-    parity, parity_pass = parity_step(
-        pair, records.parity(base.group, key.workload), records.parity(cand.group, key.workload), inputs.settings.parity
-    )
+    parity, parity_pass, sampled = _quality(pair, records, (base.group, cand.group), key.workload, inputs.settings)
     sides = [*(("baseline", run) for run in base_side.runs), *(("candidate", run) for run in cand_side.runs)]
     excluded = excluded_rounds(sides, inputs.settings.host_foreign_cpu_share_limit)
     rounds = PairRounds(f"{cand.group}/{key.name}", cand.group, key.name, base_side, cand_side, excluded)
-    return _Measured(base, cand, key, pair, parity, parity_pass, rounds)
+    return _Measured(base, cand, key, pair, parity, parity_pass, rounds, sampled)
 
 
 @dataclass(frozen=True)
@@ -264,13 +291,15 @@ def _decide_at(measured: _Measured, analysis: LookAnalysis, settings: EvidenceSe
         measured.cand_group,
         cand_run,
         role="candidate",
-        quality_ok=measured.parity.quality_ok,
+        quality_ok=measured.quality_ok,
         figures=_figures(cand_side, cand_rate),
     )
     if measured.cand_group.role == "control":
         # An A/A control runs the baseline's configuration: taken as a candidate that proposes (AA_CONTROL_RULE).
         candidate = candidate.model_copy(update={"execution_path": "speculative", "mechanism_active": True})
     evidence = build_pair_evidence(baseline, candidate)
+    if measured.sampled is not None:
+        evidence = evidence.model_copy(update={"quality_check": "output_distribution"})
     if not speedup.rounds and speedup.excluded_rounds:
         evidence = untrusted(evidence, tuple(speedup.excluded_rounds.values()))
     decision = decide_pair(evidence, estimates, settings.thresholds_for(measured.cand_group.group))
@@ -403,6 +432,7 @@ def _entry(measured: _Measured, history: Sequence[_Decided], inputs: _Inputs) ->
         prediction=described.prediction,
         categories=described.categories,
         parity_pass=measured.parity_pass,
+        sampled_parity=measured.sampled,
         contamination=tuple(measured.rounds.excluded.values()),
         segments=described.segments,
     )
@@ -520,6 +550,7 @@ def _evidence(
         estimand=settings.estimand,
         schedule=settings.schedule,
         parity_pass=settings.parity_pass,
+        distribution_test=settings.distribution_test,
         track_rule=TRACK_RULE,
         contamination_rule=CONTAMINATION_RULE if checked else None,
         aa_control_rule=AA_CONTROL_RULE if any(g.role == "control" for g in groups) else None,

@@ -17,6 +17,7 @@ from specselect.evidence.rounds.design import LookSchedule
 from specselect.evidence.rounds.drift import DriftCheck
 from specselect.evidence.rounds.estimate import Estimand, RoundEstimate, VariancePool
 from specselect.evidence.rounds.looks import LookPoint, PairLook, RoundsPlan
+from specselect.evidence.sampled_parity import SampledParity, SampledParityPolicy
 from specselect.evidence.segments import InputLengthSegments
 from specselect.evidence.stats import BootstrapPolicy, PairedStats
 from specselect.evidence.sweeps import SweepAnalysis
@@ -101,6 +102,8 @@ class EvidencePolicy(BaseModel):
     parity_unit: Literal["tokens", "characters"]
     rule: str
     parity_pass: ParityPassPolicy | None = None
+    distribution_test: SampledParityPolicy | None = None
+    """Temperature > 0: how the parity passes' samples were tested (quality is a test on distributions)."""
     track_rule: str | None = None
     contamination_rule: str | None = None
     host_foreign_cpu_share_limit: float | None = None
@@ -144,6 +147,9 @@ class ScenarioEvidence(BaseModel):
     categories: CategoryBreakdown | None = None
     parity_pass: ScenarioParity | None = None
     """Baseline vs candidate in the untimed logprob pass (concurrency 1), divergences classified."""
+    sampled_parity: SampledParity | None = None
+    """Temperature > 0: the distribution test of the workload's parity-pass samples (the same for every
+    concurrency of the workload); `parity` is then None (sampled outputs need not be equal)."""
     contamination: tuple[str, ...] = ()
     """Why rounds of this pair are not trusted (a busy host, other traffic on an endpoint): left out of its
     estimates; with none left the evidence is `incomplete`, missing `uncontaminated_measurement`."""

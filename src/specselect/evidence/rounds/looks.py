@@ -19,7 +19,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from specselect.core.decision import DecisionResult
+from specselect.core.decision import QUALITY_FAILURES, DecisionResult
 from specselect.core.status import Decision, EvidenceStatus
 from specselect.evidence.rounds.design import LookSchedule
 
@@ -47,7 +47,7 @@ LOOK_RULE = (
     "in proportion to their rounds"
 )
 
-_FINAL_REASONS = ("quality_failed",)
+_FINAL_REASONS = tuple(reason for reason, _ in QUALITY_FAILURES.values())
 _MISSING_A_ROUND_CAN_GIVE = frozenset({"uncontaminated_measurement"})
 
 

@@ -1,0 +1,94 @@
+"""At temperature > 0 the pipeline judges quality by the distribution test of the parity passes' samples: a fail
+rejects as distribution_mismatch, a pass lets speed decide, no samples leave the evidence incomplete."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from test_evidence_pipeline_tracks import ITEMS, KEY, Store, candidate_run, evidence, group, records, scenario_run
+
+from specselect.artifacts.results import EvidenceFile
+from specselect.evidence.pipeline import ScenarioEvidence
+from specselect.evidence.pipeline.inputs import parity_scenario
+from specselect.evidence.sampled_parity import Sample, SampledParityPolicy
+from specselect.evidence.sampling_model import SamplerSettings, SyntheticModel
+from specselect.measure.types import RequestRecord, TokenLogprob
+
+PASS = parity_scenario(KEY.workload)
+BASE = SamplerSettings(temperature=0.7)
+
+
+def _pass_records(samples: dict[str, Sequence[Sample]]) -> list[RequestRecord]:
+    out = []
+    for item, drawn in samples.items():
+        for repeat, sample in enumerate(drawn):
+            out.append(
+                RequestRecord(
+                    request_id=f"{PASS}:r{repeat}:{item}",
+                    item_id=item,
+                    scenario=PASS,
+                    repeat=repeat,
+                    warmup=False,
+                    seed=1000 + repeat,
+                    output_token_ids=list(sample.tokens),
+                    logprobs=[
+                        TokenLogprob(token=str(t), logprob=v)
+                        for t, v in zip(sample.tokens, sample.logprobs or (), strict=True)
+                    ],
+                )
+            )
+    return out
+
+
+def _drawn(settings: SamplerSettings, seed: int) -> dict[str, Sequence[Sample]]:
+    model, rng = SyntheticModel(seed=3), np.random.default_rng(seed)
+    return {item: model.sample(n + 1, settings, 16, rng) for n, item in enumerate(ITEMS)}
+
+
+def _run(candidate: SamplerSettings | None) -> tuple[EvidenceFile, ScenarioEvidence]:
+    store: Store = {
+        ("g0_target_only", KEY.name): records(KEY.name, e2e=1.0),
+        ("g1", KEY.name): records(KEY.name, e2e=0.6),
+    }
+    passes = {
+        "g0_target_only": _pass_records(_drawn(BASE, 1)),
+        "g1": _pass_records(_drawn(candidate, 2)) if candidate is not None else None,
+    }
+    groups = [
+        group(
+            "g0_target_only",
+            track="g0_target_only",
+            snapshot="s",
+            run=scenario_run(store[("g0_target_only", KEY.name)]),
+        ),
+        group("g1", track="g0_target_only", snapshot="s", run=candidate_run(store[("g1", KEY.name)])),
+    ]
+    ev = evidence(groups, store, parity_passes=passes, distribution_test=SampledParityPolicy(permutations=199))
+    return ev, ev.entries[0]
+
+
+def test_greedy_verification_at_temperature_0_7_is_rejected_as_a_distribution_mismatch() -> None:
+    ev, entry = _run(SamplerSettings(temperature=0.7, verification="greedy_verification"))
+    assert entry.parity is None and entry.sampled_parity is not None
+    assert entry.sampled_parity.verdict == "fail"
+    assert entry.evidence.quality_check == "output_distribution"
+    assert (entry.decision.decision.value, entry.decision.reason) == ("reject", "distribution_mismatch")
+    assert entry.decision.detail is not None and "distribution" in entry.decision.detail
+    assert ev.policy.distribution_test == SampledParityPolicy(permutations=199)
+
+
+def test_lossless_sampling_passes_and_the_speed_rule_decides() -> None:
+    _, entry = _run(SamplerSettings(temperature=0.7, verification="lossless"))
+    assert entry.sampled_parity is not None and entry.sampled_parity.verdict == "pass"
+    assert entry.evidence.quality_ok is True
+    assert entry.decision.reason != "distribution_mismatch"
+    assert entry.sampled_parity.samples_per_side == (64, 64)
+
+
+def test_a_candidate_without_samples_is_not_assessed_and_its_evidence_incomplete() -> None:
+    _, entry = _run(None)
+    assert entry.sampled_parity is not None and entry.sampled_parity.verdict == "not_assessed"
+    assert entry.evidence.evidence_status.value == "incomplete"
+    assert "quality_ok" in entry.evidence.missing_evidence
+    assert entry.decision.decision.value == "tune"

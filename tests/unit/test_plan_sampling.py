@@ -1,0 +1,75 @@
+"""`[sampling]` at temperature > 0: top-p, top-k, server-side defaults and the distribution test's size; plans
+that do not use them keep their hash; the built-in cpu-sampled plan; each group's parity pass draws samples."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from specselect.artifacts.handoff.build import sampling_note
+from specselect.errors import PlanError
+from specselect.plan import load_plan, parse_plan_text
+from specselect.plan.loader import builtin_plan_text
+from specselect.runner.paritypass import distribution_test, parity_pass_enabled
+
+
+def _with_sampling(lines: str) -> str:
+    text = builtin_plan_text("cpu-aa")
+    old = "[sampling]\ntemperature = 0.0\n"
+    assert text.count(old) == 1
+    return text.replace(old, "[sampling]\n" + lines)
+
+
+def test_new_sampling_fields_at_their_defaults_keep_the_plan_hash() -> None:
+    plain = parse_plan_text(builtin_plan_text("cpu-aa"), source="a.toml", base_dir=Path("."))
+    spelled = parse_plan_text(
+        _with_sampling("temperature = 0.0\ntop_p = 1.0\ntop_k = 0\nin_request = true\nparity_samples = 16\n"),
+        source="b.toml",
+        base_dir=Path("."),
+    )
+    assert spelled.plan_hash == plain.plan_hash
+    assert "top_p" not in plain.plan.model_dump(mode="json")["sampling"]
+
+
+def test_a_sampled_plan_states_its_settings_in_the_key_and_runs_the_distribution_test() -> None:
+    loaded = parse_plan_text(
+        _with_sampling("temperature = 0.7\ntop_p = 0.9\nin_request = false\n"), source="p.toml", base_dir=Path(".")
+    )
+    sampling = loaded.plan.sampling
+    assert sampling.sampled and (sampling.parity_prompts, sampling.parity_samples) == (8, 16)
+    assert sampling.sampling_key == "temperature=0.7;max_tokens=32;seed=0;top_p=0.9;in_request=False"
+    assert not parity_pass_enabled(loaded)  # no exact-parity logprob pass above 0
+    test = distribution_test(loaded)
+    assert test is not None and test.alpha == pytest.approx(0.05)
+    assert distribution_test(parse_plan_text(builtin_plan_text("cpu-aa"), source="a.toml", base_dir=Path("."))) is None
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("top_p = 0.0", "sampling.top_p: must be > 0"),
+        ("top_k = -1", "sampling.top_k: must be >= 0"),
+        ("parity_samples = 1", "sampling.parity_samples: must be >= 2"),
+    ],
+)
+def test_bad_sampling_values_name_the_field_and_the_fix(line: str, expected: str) -> None:
+    with pytest.raises(PlanError) as info:
+        parse_plan_text(_with_sampling(f"temperature = 0.7\n{line}\n"), source="p.toml", base_dir=Path("."))
+    (problem,) = info.value.problems
+    assert expected in problem and "(fix: " in problem
+
+
+def test_the_builtin_cpu_sampled_plan_serves_at_temperature_0_7_with_an_aa_control() -> None:
+    plan = load_plan("builtin:cpu-sampled").plan
+    assert (plan.sampling.temperature, plan.sampling.top_p, plan.sampling.in_request) == (0.7, 1.0, True)
+    assert plan.run.aa_control and plan.run.rounds == 2
+    assert [c.family for c in plan.candidates] == ["ngram"]
+
+
+def test_the_handoff_says_which_sampling_its_decisions_hold_for() -> None:
+    greedy = sampling_note(load_plan("builtin:cpu-aa").plan.sampling)
+    assert greedy.startswith("Measured at temperature 0 (greedy)")
+    sampled = sampling_note(load_plan("builtin:cpu-sampled").plan.sampling)
+    assert sampled.startswith("Measured at temperature 0.7 (top-p 1, top-k off; sent in every request)")
+    assert "hold at that temperature only" in sampled
