@@ -12,6 +12,7 @@ from specselect.errors import PlanError
 from specselect.plan import load_plan, parse_plan_text
 from specselect.plan.loader import builtin_plan_text
 from specselect.runner.paritypass import distribution_test, parity_pass_enabled
+from specselect.runner.preflight import distribution_test_cost
 
 
 def _with_sampling(lines: str) -> str:
@@ -73,3 +74,15 @@ def test_the_handoff_says_which_sampling_its_decisions_hold_for() -> None:
     sampled = sampling_note(load_plan("builtin:cpu-sampled").plan.sampling)
     assert sampled.startswith("Measured at temperature 0.7 (top-p 1, top-k off; sent in every request)")
     assert "hold at that temperature only" in sampled
+
+
+def test_the_distribution_tests_cost_is_stated_before_the_run() -> None:
+    plan = load_plan("builtin:cpu-sampled").plan
+    assert distribution_test_cost(plan).endswith(
+        "16 samples per prompt and side (prompts: general 8, repetition 8), 256 untimed requests of up to 32 tokens "
+        "per group in its first launch"
+    )
+    # A workload with fewer items than parity_prompts costs only its items.
+    assert "(prompts: general 8, repetition 3), 176 untimed" in distribution_test_cost(
+        plan, {"general": 800, "repetition": 3}
+    )

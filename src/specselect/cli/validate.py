@@ -7,6 +7,7 @@ import argparse
 from specselect.engines import create_engine
 from specselect.errors import ConfigError
 from specselect.plan import load_plan
+from specselect.runner.preflight import distribution_test_cost
 
 __all__ = ["register", "run"]
 
@@ -36,4 +37,6 @@ def run(args: argparse.Namespace) -> int:
         f"candidate{'s' if candidates != 1 else ''}, {len(plan.workloads)} "
         f"workload{'s' if len(plan.workloads) != 1 else ''}, plan_hash {loaded.plan_hash}"
     )
+    if plan.sampling.sampled:
+        print(distribution_test_cost(plan))
     return 0

@@ -25,7 +25,7 @@ from specselect.workloads.extract import extractions_for, prepare_builtin_worklo
 from specselect.workloads.loader import load_workload
 from specselect.workloads.model import Workload
 
-__all__ = ["Preflight", "audit_plan", "run_preflight"]
+__all__ = ["Preflight", "audit_plan", "distribution_test_cost", "run_preflight"]
 
 _MIN_FREE_DISK_MB = 1024
 
@@ -54,18 +54,18 @@ def _key_envs(loaded: LoadedPlan) -> list[str]:
     return list(dict.fromkeys(n for n in names if n))
 
 
-def _distribution_test_cost(plan: Plan, workloads: Mapping[str, Workload]) -> Finding:
-    """What the distribution test costs before the run: untimed requests per group and workload."""
+def distribution_test_cost(plan: Plan, items: Mapping[str, int] | None = None) -> str:
+    """What the distribution test costs, said before the run: untimed requests per group (`items`: each
+    workload's item count, when known; else every workload is taken to have `parity_prompts` items)."""
     s = plan.sampling
-    prompts = {name: min(s.parity_prompts, len(w.items)) for name, w in workloads.items()}
+    counts = items if items is not None else dict.fromkeys(plan.workloads, s.parity_prompts)
+    prompts = {name: min(s.parity_prompts, n) for name, n in counts.items()}
     requests = sum(prompts.values()) * s.parity_samples
     shown = ", ".join(f"{name} {n}" for name, n in prompts.items())
     return (
-        "info",
-        "distribution_test",
         f"temperature {s.temperature:g} > 0: parity is a test on the output distribution: {s.parity_samples} "
         f"samples per prompt and side (prompts: {shown}), {requests} untimed requests of up to {s.max_tokens} "
-        "tokens per group in its first launch",
+        "tokens per group in its first launch"
     )
 
 
@@ -86,7 +86,8 @@ def _plan_findings(loaded: LoadedPlan, workloads: Mapping[str, Workload]) -> lis
         for track in plan.tracks[1:]
     )
     if plan.sampling.sampled:
-        found.append(_distribution_test_cost(plan, workloads))
+        items = {name: len(w.items) for name, w in workloads.items()} or None
+        found.append(("info", "distribution_test", distribution_test_cost(plan, items)))
     if plan.run.max_rounds < 2:
         found.append(
             (
