@@ -4,16 +4,20 @@ rejects as distribution_mismatch, a pass lets speed decide, no samples leave the
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 from test_evidence_pipeline_tracks import ITEMS, KEY, Store, candidate_run, evidence, group, records, scenario_run
 
-from specselect.artifacts.results import EvidenceFile
+from specselect.artifacts.results import EvidenceFile, Manifest
 from specselect.evidence.pipeline import ScenarioEvidence
 from specselect.evidence.pipeline.inputs import parity_scenario
 from specselect.evidence.sampled_parity import Sample, SampledParityPolicy
 from specselect.evidence.sampling_model import SamplerSettings, SyntheticModel
 from specselect.measure.types import RequestRecord, TokenLogprob
+from specselect.report.console import DECISION_COLUMNS, decision_rows
+from specselect.report.data import ReportData
+from specselect.report.evidence_tables import distribution_spec
 
 PASS = parity_scenario(KEY.workload)
 BASE = SamplerSettings(temperature=0.7)
@@ -92,3 +96,24 @@ def test_a_candidate_without_samples_is_not_assessed_and_its_evidence_incomplete
     assert entry.evidence.evidence_status.value == "incomplete"
     assert "quality_ok" in entry.evidence.missing_evidence
     assert entry.decision.decision.value == "tune"
+
+
+def test_the_report_shows_the_test_and_the_decision_table_says_how_parity_was_judged() -> None:
+    ev, _ = _run(SamplerSettings(temperature=0.7, verification="greedy_verification"))
+    data = ReportData(
+        root=Path("results/x"),
+        manifest=Manifest.model_construct(groups=()),
+        preflight=None,
+        admission=None,
+        groups=(),
+        evidence=ev,
+        handoff=None,
+    )
+    spec = distribution_spec(data)
+    assert spec is not None
+    (row,) = [dict(zip(spec.columns, r, strict=True)) for r in spec.rows]
+    assert row["verdict"] == "fail (distribution_mismatch)"
+    assert row["prompts: samples (baseline / candidate)"] == "4: 64 / 64"
+    assert "distinct_bigrams p " in row["statistics (permutation p)"]
+    (decision,) = [dict(zip(DECISION_COLUMNS, r, strict=True)) for r in decision_rows(ev, ())]
+    assert decision["parity"] == "fail (distribution)"

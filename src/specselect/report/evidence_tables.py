@@ -130,7 +130,7 @@ def distribution_spec(data: ReportData) -> TableSpec | None:
                 e.candidate,
                 e.workload,
                 test.verdict if test.reason is None else f"{test.verdict} ({test.reason})",
-                f"{len(test.prompts)} x {test.samples_per_side[0]} / {test.samples_per_side[1]}",
+                f"{len(test.prompts)}: {test.samples_per_side[0]} / {test.samples_per_side[1]}",
                 f"{test.distinct_outputs[0]} / {test.distinct_outputs[1]}",
                 _statistics(e),
             )
@@ -141,7 +141,7 @@ def distribution_spec(data: ReportData) -> TableSpec | None:
         "candidate",
         "workload",
         "verdict",
-        "prompts x samples (baseline / candidate)",
+        "prompts: samples (baseline / candidate)",
         "distinct outputs",
         "statistics (permutation p)",
     )
