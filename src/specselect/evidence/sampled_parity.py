@@ -163,13 +163,12 @@ def _standardized_difference(labels: _Labels, values: _Values) -> _Values | None
 def _chi_square(labels: _Labels, codes: Sequence[object], min_count: int) -> _Values | None:
     """The 2 x cells chi-square distance of one position; None when the pooled outputs have one cell only."""
     counts = Counter(codes)
-    cells = sorted({code if counts[code] >= min_count else "rare" for code in codes}, key=str)
-    if len(cells) < 2:
+    pooled = [code if counts[code] >= min_count else "rare" for code in codes]
+    index = {cell: i for i, cell in enumerate(sorted(set(pooled), key=str))}
+    if len(index) < 2:
         return None
-    index = {cell: i for i, cell in enumerate(cells)}
-    onehot = np.zeros((len(codes), len(cells)))
-    for row, code in enumerate(codes):
-        onehot[row, index[code if counts[code] >= min_count else "rare"]] = 1.0
+    onehot = np.zeros((len(codes), len(index)))
+    onehot[np.arange(len(codes)), [index[cell] for cell in pooled]] = 1.0
     total = labels.shape[1]
     n_cand = labels[0].sum()
     column = onehot.sum(axis=0)
