@@ -1,5 +1,6 @@
 """At temperature > 0 the pipeline judges quality by the distribution test of the parity passes' samples: a fail
-rejects as distribution_mismatch, a pass lets speed decide, no samples leave the evidence incomplete."""
+rejects as distribution_mismatch, a pass lets speed decide, no samples leave the evidence incomplete; in a run at
+several temperatures each scenario is judged at its own (exact parity at 0)."""
 
 from __future__ import annotations
 
@@ -10,16 +11,17 @@ import numpy as np
 from test_evidence_pipeline_tracks import ITEMS, KEY, Store, candidate_run, evidence, group, records, scenario_run
 
 from specselect.artifacts.results import EvidenceFile, Manifest
-from specselect.evidence.pipeline import ScenarioEvidence
-from specselect.evidence.pipeline.inputs import parity_scenario
+from specselect.evidence.pipeline import ScenarioEvidence, ScenarioKey
 from specselect.evidence.sampled_parity import Sample, SampledParityPolicy
 from specselect.evidence.sampling_model import SamplerSettings, SyntheticModel
 from specselect.measure.types import RequestRecord, TokenLogprob
 from specselect.report.console import DECISION_COLUMNS, decision_rows
 from specselect.report.data import ReportData
 from specselect.report.evidence_tables import distribution_spec
+from specselect.report.sweep_tables import temperature_spec
 
-PASS = parity_scenario(KEY.workload)
+SAMPLED = ScenarioKey(KEY.workload, KEY.concurrency, 0.7)
+PASS = SAMPLED.parity_scenario
 BASE = SamplerSettings(temperature=0.7)
 
 
@@ -50,26 +52,41 @@ def _drawn(settings: SamplerSettings, seed: int) -> dict[str, Sequence[Sample]]:
     return {item: model.sample(n + 1, settings, 16, rng) for n, item in enumerate(ITEMS)}
 
 
-def _run(candidate: SamplerSettings | None) -> tuple[EvidenceFile, ScenarioEvidence]:
-    store: Store = {
-        ("g0_target_only", KEY.name): records(KEY.name, e2e=1.0),
-        ("g1", KEY.name): records(KEY.name, e2e=0.6),
-    }
+def _run(
+    candidate: SamplerSettings | None, keys: Sequence[ScenarioKey] = (SAMPLED,)
+) -> tuple[EvidenceFile, ScenarioEvidence]:
+    """Baseline and candidate g1 measured in every scenario of `keys` (g1 faster, the same timed tokens), each
+    drawing its samples at temperature 0.7."""
+    store: Store = {}
+    for key in keys:
+        store[("g0_target_only", key.name)] = records(key.name, e2e=1.0)
+        store[("g1", key.name)] = records(key.name, e2e=0.6)
     passes = {
         "g0_target_only": _pass_records(_drawn(BASE, 1)),
         "g1": _pass_records(_drawn(candidate, 2)) if candidate is not None else None,
     }
+    base_runs = tuple(scenario_run(store[("g0_target_only", k.name)], k) for k in keys)
+    cand_runs = tuple(candidate_run(store[("g1", k.name)], k) for k in keys)
     groups = [
-        group(
-            "g0_target_only",
-            track="g0_target_only",
-            snapshot="s",
-            run=scenario_run(store[("g0_target_only", KEY.name)]),
-        ),
-        group("g1", track="g0_target_only", snapshot="s", run=candidate_run(store[("g1", KEY.name)])),
+        group("g0_target_only", track="g0_target_only", snapshot="s", run=base_runs[0], scenarios=base_runs),
+        group("g1", track="g0_target_only", snapshot="s", run=cand_runs[0], scenarios=cand_runs),
     ]
-    ev = evidence(groups, store, parity_passes=passes, distribution_test=SampledParityPolicy(permutations=199))
-    return ev, ev.entries[0]
+    ev = evidence(
+        groups, store, parity_passes=passes, distribution_test=SampledParityPolicy(permutations=199), keys=keys
+    )
+    return ev, ev.entries[-1]
+
+
+def _report(ev: EvidenceFile) -> ReportData:
+    return ReportData(
+        root=Path("results/x"),
+        manifest=Manifest.model_construct(groups=()),
+        preflight=None,
+        admission=None,
+        groups=(),
+        evidence=ev,
+        handoff=None,
+    )
 
 
 def test_greedy_verification_at_temperature_0_7_is_rejected_as_a_distribution_mismatch() -> None:
@@ -100,16 +117,7 @@ def test_a_candidate_without_samples_is_not_assessed_and_its_evidence_incomplete
 
 def test_the_report_shows_the_test_and_the_decision_table_says_how_parity_was_judged() -> None:
     ev, _ = _run(SamplerSettings(temperature=0.7, verification="greedy_verification"))
-    data = ReportData(
-        root=Path("results/x"),
-        manifest=Manifest.model_construct(groups=()),
-        preflight=None,
-        admission=None,
-        groups=(),
-        evidence=ev,
-        handoff=None,
-    )
-    spec = distribution_spec(data)
+    spec = distribution_spec(_report(ev))
     assert spec is not None
     (row,) = [dict(zip(spec.columns, r, strict=True)) for r in spec.rows]
     assert row["verdict"] == "fail (distribution_mismatch)"
@@ -117,3 +125,31 @@ def test_the_report_shows_the_test_and_the_decision_table_says_how_parity_was_ju
     assert "distinct_bigrams p " in row["statistics (permutation p)"]
     (decision,) = [dict(zip(DECISION_COLUMNS, r, strict=True)) for r in decision_rows(ev, ())]
     assert decision["parity"] == "fail (distribution)"
+
+
+def test_at_two_temperatures_each_scenario_is_judged_at_its_own() -> None:
+    ev, _ = _run(SamplerSettings(temperature=0.7, verification="greedy_verification"), keys=(KEY, SAMPLED))
+    greedy, sampled = ev.entries
+    assert (greedy.scenario, greedy.temperature, sampled.scenario, sampled.temperature) == (
+        "w-c1",
+        0.0,
+        "w-c1-t0.7",
+        0.7,
+    )
+    # At 0 the timed outputs are equal token for token: exact parity passes and speed decides.
+    assert greedy.parity is not None and greedy.parity.verdict.value == "pass" and greedy.sampled_parity is None
+    assert greedy.evidence.quality_check == "exact_output" and greedy.decision.reason != "distribution_mismatch"
+    # At 0.7 the same candidate's samples collapse (greedy verification): rejected there only.
+    assert sampled.parity is None and sampled.evidence.quality_check == "output_distribution"
+    assert (sampled.decision.decision.value, sampled.decision.reason) == ("reject", "distribution_mismatch")
+    spec = temperature_spec(_report(ev))
+    assert spec is not None and spec.columns[3:6] == ("T 0: speedup", "T 0: acceptance", "T 0: decision")
+    (row,) = [dict(zip(spec.columns, r, strict=True)) for r in spec.rows]
+    assert (row["candidate"], row["workload"], row["concurrency"]) == ("g1", "w", "1")
+    assert row["T 0.7: decision"] == "reject" and row["T 0: acceptance"] == "0.67"
+    assert row["T 0: speedup"].startswith("1.6")
+
+
+def test_one_temperature_has_no_temperature_table() -> None:
+    ev, _ = _run(SamplerSettings(temperature=0.7))
+    assert temperature_spec(_report(ev)) is None

@@ -18,7 +18,6 @@ from specselect.evidence.pipeline import (
     ParityPassPolicy,
     ScenarioKey,
     build_evidence,
-    parity_scenario,
 )
 from specselect.evidence.sampled_parity import SampledParityPolicy
 from specselect.evidence.stats import BootstrapPolicy
@@ -84,11 +83,11 @@ def records(
     return out
 
 
-def scenario_run(recs: Sequence[RequestRecord], **extra: Any) -> ScenarioRun:
+def scenario_run(recs: Sequence[RequestRecord], key: ScenarioKey = KEY, **extra: Any) -> ScenarioRun:
     summary = summarize(
         recs,
         ScenarioSpec(
-            scenario=KEY.name,
+            scenario=key.name,
             concurrency=1,
             load=LoadShape(),
             warmup=0,
@@ -104,15 +103,16 @@ def scenario_run(recs: Sequence[RequestRecord], **extra: Any) -> ScenarioRun:
         phase_end_s=max(r.end_time_s or 0.0 for r in recs),
     )
     fields: dict[str, Any] = {
-        "scenario": KEY.name,
-        "workload": KEY.workload,
+        "scenario": key.name,
+        "workload": key.workload,
         "workload_identity": IDENTITY,
-        "concurrency": 1,
+        "concurrency": key.concurrency,
+        "temperature": key.temperature,
         "status": "completed",
         "summary": summary,
         "telemetry": SpecTelemetry(source="not_exported"),
         "peak_memory": PeakMemory(mb=1000.0, source="process_tree_rss", n_samples=5, interval_s=0.2),
-        "records_path": f"records/x/{KEY.name}.jsonl",
+        "records_path": f"records/x/{key.name}.jsonl",
         "n_records": len(recs),
         **extra,
     }
@@ -138,8 +138,8 @@ def group(name: str, *, track: str, snapshot: str, run: ScenarioRun | None, **ex
     return GroupResult.model_validate(fields)
 
 
-def candidate_run(recs: Sequence[RequestRecord], **extra: Any) -> ScenarioRun:
-    return scenario_run(recs, telemetry=ACTIVE, **extra)
+def candidate_run(recs: Sequence[RequestRecord], key: ScenarioKey = KEY, **extra: Any) -> ScenarioRun:
+    return scenario_run(recs, key, telemetry=ACTIVE, **extra)
 
 
 def evidence(
@@ -150,12 +150,14 @@ def evidence(
     parity_pass: ParityPassPolicy | None = None,
     host_foreign_cpu_share_limit: float | None = None,
     distribution_test: SampledParityPolicy | None = None,
+    keys: Sequence[ScenarioKey] = (KEY,),
 ) -> EvidenceFile:
-    """The pipeline over the records in `store` (and each group's parity pass over workload `w`)."""
+    """The pipeline over the records in `store` (and each group's parity pass over workload `w` at the last
+    key's temperature)."""
     held = InMemoryRecords.of(store)
     for name, recs in (parity_passes or {}).items():
         if recs is not None:
-            held.put(name, parity_scenario(KEY.workload), recs)
+            held.put(name, keys[-1].parity_scenario, recs)
     settings = EvidenceSettings(
         thresholds=Thresholds(max_peak_memory_mb=10_000.0),
         bootstrap=BootstrapPolicy(n_resamples=200, seed=1),
@@ -163,7 +165,7 @@ def evidence(
         host_foreign_cpu_share_limit=host_foreign_cpu_share_limit,
         distribution_test=distribution_test,
     )
-    return EvidenceFile.of(build_evidence(groups, [KEY], records=held, categories={}, settings=settings))
+    return EvidenceFile.of(build_evidence(groups, keys, records=held, categories={}, settings=settings))
 
 
 BIG = "g0_target_only@big"

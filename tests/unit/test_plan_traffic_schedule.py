@@ -133,3 +133,13 @@ def test_traffic_gives_each_cell_its_share_of_requests() -> None:
 )
 def test_every_refused_mix_names_the_field_and_the_fix(traffic: dict[str, Any], expected: str) -> None:
     assert problems(SWEEP, traffic=traffic) == [expected]
+
+
+def test_a_schedule_is_refused_at_several_temperatures_and_a_sweep_is_not() -> None:
+    two = {"temperature": [0.0, 0.7]}
+    assert problems({**SWEEP, "measure_schedule": True}, sampling=two) == [
+        "p.toml: candidates[0].measure_schedule: g1.schedule derives one per-batch-size schedule, and [sampling] "
+        "lists several temperatures, where acceptance, so the best length, differs (fix: list the deployment's one "
+        "temperature, or run the plan once per temperature)"
+    ]
+    assert [c.name for c in load(SWEEP, sampling=two).candidates] == ["g1.k1", "g1.k3"]

@@ -298,3 +298,47 @@ def test_an_unset_key_variable_is_an_audit_error_and_nothing_is_probed(
     assert (
         pre.setup.endpoints["g1_ngram"].error == "not probed: environment variable SPECSELECT_TEST_UNSET_KEY is not set"
     )
+
+
+def test_a_run_at_two_temperatures_measures_every_scenario_at_each_and_judges_each_its_own_way(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def sanity(self: OpenAIEndpointEngine, server: AttachedServer) -> SanityResult:
+        return SanityResult(model_ids=(server.served_model,), api="chat", reply_text="hi", seconds=0.0)
+
+    monkeypatch.setattr(OpenAIEndpointEngine, "sanity", sanity)
+    fast = StubBehavior(ttft_s=0.01, chunk_delay_s=0.002, tokens_per_chunk=2, output_tokens=8, spec_metrics=True)
+    sampling = "[sampling]\ntemperature = [0, 0.7]\nparity_prompts = 2\nparity_samples = 3\n"
+    with StubServer(StubBehavior(ttft_s=0.01, chunk_delay_s=0.004, output_tokens=8)) as base, StubServer(fast) as cand:
+        plan = PLAN.replace("BASE", base.base_url).replace("CAND", cand.base_url)
+        (tmp_path / "plan.toml").write_text(plan.replace("[sampling]\n", sampling))
+        out = run_plan(RunOptions(plan_ref=str(tmp_path / "plan.toml"), results_dir=tmp_path / "res"), SilentProgress())
+        sent = [log["body"] for log in base.received()]
+    # Every timed request at its scenario's temperature, each sampled one with its own seed.
+    timed = [body for body in sent if not body.get("logprobs")]
+    assert sorted({body["temperature"] for body in timed}) == [0.0, 0.7]
+    hot = [body for body in timed if body["temperature"] == 0.7]
+    assert len({body["seed"] for body in hot}) == len(hot) == SENT
+    base_group, cand_group = out.groups
+    assert [s.scenario for s in base_group.scenarios] == ["general-c1", "general-c1-t0.7"]
+    assert [s.temperature for s in cand_group.scenarios] == [0.0, 0.7]
+    # Exact parity's pass at 0 (the baseline's, parity_pass = "auto": none), the samples at 0.7 on both sides.
+    assert [(p.scenario, p.temperature, p.n_records) for p in base_group.parity_passes] == [
+        ("general-c1-t0.7.parity", 0.7, 6)
+    ]
+    assert [(p.scenario, p.status) for p in cand_group.parity_passes] == [
+        ("general-c1.parity", "not_needed"),
+        ("general-c1-t0.7.parity", "completed"),
+    ]
+    greedy, sampled = out.evidence.entries  # type: ignore[union-attr]
+    assert (greedy.temperature, greedy.evidence.quality_check) == (0.0, "exact_output")
+    assert greedy.parity is not None and greedy.parity.verdict.value == "pass"
+    assert (sampled.temperature, sampled.evidence.quality_check) == (0.7, "output_distribution")
+    assert sampled.sampled_parity is not None and sampled.sampled_parity.samples_per_side == (6, 6)
+    handoff = out.handoff
+    assert handoff is not None and [(s.scenario, s.temperature) for s in handoff.scenarios] == [
+        ("general-c1", 0.0),
+        ("general-c1-t0.7", 0.7),
+    ]
+    assert "each scenario's decision holds at its own temperature only" in handoff.sampling
+    assert verify_run(out.layout.root).ok

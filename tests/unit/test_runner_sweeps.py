@@ -54,7 +54,14 @@ endpoint = { base_url = "CAND/v1", model = "stub-model", peak_memory_mb = 900.0 
 """
 
 
-def _run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cand: StubBehavior, *, early_stop: bool = True) -> Any:
+def _run(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    cand: StubBehavior,
+    *,
+    early_stop: bool = True,
+    sampling: str = "[sampling]\n",
+) -> Any:
     # The stub streams only; the real engine's non-streaming sanity request is covered by the integration tests.
     def sanity(self: OpenAIEndpointEngine, server: AttachedServer) -> SanityResult:
         return SanityResult(model_ids=(server.served_model,), api="chat", reply_text="hi", seconds=0.0)
@@ -63,7 +70,7 @@ def _run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cand: StubBehavior, *,
     base_behavior = StubBehavior(ttft_s=0.01, chunk_delay_s=0.02, output_tokens=8)
     with StubServer(base_behavior) as base, StubServer(cand) as served:
         text = PLAN.replace("BASE", base.base_url).replace("CAND", served.base_url)
-        text = text.replace("EARLY", "" if early_stop else "early_stop = false")
+        text = text.replace("EARLY", "" if early_stop else "early_stop = false").replace("[sampling]\n", sampling)
         (tmp_path / "plan.toml").write_text(text)
         out = run_plan(RunOptions(plan_ref=str(tmp_path / "plan.toml"), results_dir=tmp_path / "res"), SilentProgress())
     return out
@@ -134,3 +141,29 @@ def test_early_stop_off_measures_every_level(tmp_path: Path, monkeypatch: pytest
     assert [s.status for s in out.groups[1].scenarios] == ["completed", "completed"]
     (crossover,) = out.evidence.sweeps.crossovers
     assert crossover.status == "never_pays" and crossover.levels == (1, 2)
+
+
+def test_each_temperature_is_a_sweep_of_its_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fast = StubBehavior(ttft_s=0.01, chunk_delay_s=0.02, tokens_per_chunk=4, output_tokens=8, spec_metrics=True)
+    sampling = "[sampling]\ntemperature = [0, 0.7]\nparity_prompts = 2\nparity_samples = 2\n"
+    out = _run(tmp_path, monkeypatch, fast, sampling=sampling)
+    assert [(s.scenario, s.status) for s in out.groups[1].scenarios] == [
+        ("general-c1", "completed"),
+        ("general-c2", "completed"),
+        ("general-c1-t0.7", "completed"),
+        ("general-c2-t0.7", "completed"),
+    ]
+    sweeps = out.evidence.sweeps
+    assert sweeps is not None
+    assert [(c.temperature, c.levels, c.status) for c in sweeps.crossovers] == [
+        (0.0, (1, 2), "pays_at_all_levels"),
+        (0.7, (1, 2), "pays_at_all_levels"),
+    ]
+    handoff = load_document(out.layout.handoff, Handoff)
+    assert [(c.workload, c.temperature) for c in handoff.concurrency_limits] == [("general", 0.0), ("general", 0.7)]
+    html, md = write_reports(out.layout.root)
+    markdown = md.read_text()
+    assert "### Speedup and acceptance vs temperature" in markdown and "| T 0.7: speedup |" in markdown
+    assert "| g1_ngram | general at T 0.7 | 1, 2 |" in markdown
+    assert "Speedup vs temperature · general-c1" in html.read_text()  # the plot: one line from T 0 to 0.7
+    assert verify_run(out.layout.root).ok

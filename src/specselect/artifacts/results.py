@@ -139,6 +139,8 @@ class ScenarioRun(BaseModel):
     workload: str
     workload_identity: WorkloadIdentity
     concurrency: int
+    temperature: float = 0.0
+    """The sampling temperature every request of the scenario was sent at (see `[sampling] temperature`)."""
     status: Literal["completed", "failed", "skipped"]
     error: str | None = None
     early_stop: str | None = None
@@ -185,7 +187,9 @@ class ParityPassRun(BaseModel):
 
     workload: str
     scenario: str
-    """The records' scenario name, `<workload>-c1.parity`."""
+    """The records' scenario name, `<workload>-c1.parity` (at temperature 0.7: `<workload>-c1-t0.7.parity`)."""
+    temperature: float = 0.0
+    """0: exact parity's pass (top-2 logprobs); above: the distribution test's samples at that temperature."""
     status: Literal["completed", "failed", "not_needed"]
     """not_needed: a candidate whose timed outputs all equal its baseline's has no divergence to classify."""
     reason: str | None = None

@@ -133,7 +133,14 @@ class Plan(PlanSection):
     def _mix_and_schedules(self) -> Plan:
         if self.traffic is not None:
             check_traffic(self.traffic, list(self.workloads), list(self.run.concurrency))
-        check_schedules(self.candidates, sorted(self.run.concurrency))
+            if len(self.sampling.temperatures) > 1:
+                raise rule_error(
+                    "[traffic] weighs workloads and concurrency levels, not temperatures: with several "
+                    f"temperatures {list(self.sampling.temperatures)} the mix has no single answer",
+                    "list the deployment's one temperature, or run the plan once per temperature",
+                    field=("sampling", "temperature"),
+                )
+        check_schedules(self.candidates, sorted(self.run.concurrency), len(self.sampling.temperatures))
         return self
 
     @model_validator(mode="after")

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict
 from pydantic_core import ErrorDetails
 
 from specselect.core.families import family_names
-from specselect.plan.rules import NAME_FIX, RULE_ERROR_TYPE
+from specselect.plan.rules import NAME_FIX, RULE_ERROR_TYPE, UNION_TAGS
 
 __all__ = ["PlanProblem", "format_loc", "secret_problem", "translate_errors"]
 
@@ -299,7 +299,7 @@ _CONSTRAINT_KINDS = frozenset(
 
 
 def _translate(error: ErrorDetails, root: type[BaseModel]) -> PlanProblem:
-    loc: Loc = tuple(error["loc"])
+    loc: Loc = tuple(part for part in error["loc"] if part not in UNION_TAGS)
     error_type = error["type"]
     ctx: dict[str, Any] = dict(error.get("ctx") or {})
     value = error.get("input")

@@ -24,9 +24,12 @@ __all__ = [
     "ENV_NAME_PATTERN",
     "NAME_FIX",
     "NAME_PATTERN",
+    "ONE_TAG",
     "RULE_ERROR_TYPE",
+    "SEVERAL_TAG",
     "TRACK_BASELINE_PATTERN",
     "TRACK_SEPARATOR",
+    "UNION_TAGS",
     "EngineArgs",
     "EngineKind",
     "EnvTable",
@@ -35,10 +38,15 @@ __all__ = [
     "check_env_table",
     "check_model_ref",
     "find_secrets",
+    "one_or_several",
     "rule_error",
 ]
 
 RULE_ERROR_TYPE = "plan_rule"
+ONE_TAG, SEVERAL_TAG = "<one>", "<several>"
+UNION_TAGS = frozenset({ONE_TAG, SEVERAL_TAG})
+"""Tags of a key that takes one value or a list (`one_or_several`): pydantic puts them in error locations, and
+plan problems leave them out."""
 BASELINE_GROUP = "g0_target_only"
 BASELINE_FAMILY = "target_only"
 TRACK_SEPARATOR = "@"
@@ -194,3 +202,8 @@ EngineArgs = Annotated[tuple[Annotated[str, Strict()], ...], AfterValidator(chec
 """Extra engine command-line arguments (flags the plan owns refused)."""
 EnvTable = Annotated[dict[Annotated[str, Strict()], Annotated[str, Strict()]], AfterValidator(check_env_table)]
 """Environment variables for the engine: shell names -> string values."""
+
+
+def one_or_several(value: object) -> str:
+    """The union tag of a key that takes one value or a list: only that branch validates (and reports)."""
+    return SEVERAL_TAG if isinstance(value, (list, tuple)) else ONE_TAG

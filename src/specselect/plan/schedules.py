@@ -22,12 +22,20 @@ def schedule_members(candidates: Sequence[Candidate], parent: str) -> list[Candi
     return [c for c in candidates if c.sweep is not None and c.sweep.parent == parent and LENGTH_AXIS in c.sweep.axes]
 
 
-def check_schedules(candidates: Sequence[Candidate], levels: Sequence[int]) -> None:
-    """Every schedule candidate has proposal lengths to choose from, levels to choose them for, and one family."""
+def check_schedules(candidates: Sequence[Candidate], levels: Sequence[int], temperatures: int = 1) -> None:
+    """Every schedule candidate has proposal lengths to choose from, levels to choose them for, one family, and
+    one temperature (of `temperatures` measured) to choose them at."""
     for index, cand in enumerate(candidates):
         if cand.schedule_of is None:
             continue
         where = ("candidates", declared_index(candidates, index), SCHEDULE_OPTION)
+        if temperatures > 1:
+            raise rule_error(
+                f"{cand.name} derives one per-batch-size schedule, and [sampling] lists several temperatures, "
+                "where acceptance, so the best length, differs",
+                "list the deployment's one temperature, or run the plan once per temperature",
+                field=where,
+            )
         members = schedule_members(candidates, cand.schedule_of)
         if cand.sweep is not None or not members:
             raise rule_error(

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import ipaddress
+import itertools
 from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
     ConfigDict,
+    Discriminator,
     Field,
     SerializerFunctionWrapHandler,
     Strict,
+    Tag,
     field_validator,
     model_serializer,
     model_validator,
@@ -19,10 +22,13 @@ from pydantic import (
 from specselect.plan.rules import (
     ENGINE_KINDS,
     ENV_NAME_PATTERN,
+    ONE_TAG,
+    SEVERAL_TAG,
     EngineArgs,
     EngineKind,
     EnvTable,
     check_model_ref,
+    one_or_several,
     rule_error,
 )
 
@@ -57,6 +63,7 @@ ParallelSize = Annotated[int, Strict(), Field(ge=1, le=4096)]
 Seconds = Annotated[float, Strict(), Field(gt=0, le=7 * 86400)]
 Ratio = Annotated[float, Strict(), Field(gt=0, le=1000)]
 Milliseconds = Annotated[float, Strict(), Field(gt=0, le=86_400_000)]
+Temperature = Annotated[float, Strict(), Field(ge=0, le=100)]
 
 
 def _omit_at_default(data: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
@@ -213,10 +220,15 @@ class EngineConfig(PlanSection):
 class SamplingConfig(PlanSection):
     """Sampling parameters sent with every request (identical for every group)."""
 
-    temperature: Annotated[float, Strict(), Field(ge=0, le=100)] = Field(
+    temperature: Annotated[
+        Annotated[Temperature, Tag(ONE_TAG)]
+        | Annotated[tuple[Temperature, ...], Field(min_length=1, max_length=8), Tag(SEVERAL_TAG)],
+        Discriminator(one_or_several),
+    ] = Field(
         default=0.0,
         description="0 = greedy (outputs must equal the baseline's); above 0 every request samples with its own "
-        "seed and parity is a test on the output distribution (see parity_samples)",
+        "seed and parity is a test on the output distribution (see parity_samples); a list, e.g. [0, 0.7], "
+        "measures every workload at each (a scenario dimension, like concurrency)",
     )
     top_p: Annotated[float, Strict(), Field(gt=0, le=1)] = Field(
         default=1.0, description="nucleus sampling: 1.0 = off; sent with every request at temperature > 0"
@@ -249,10 +261,33 @@ class SamplingConfig(PlanSection):
             {"top_p": 1.0, "top_k": 0, "in_request": True, "parity_prompts": 8, "parity_samples": 16},
         )
 
+    @field_validator("temperature")
+    @classmethod
+    def _distinct_temperatures(cls, value: float | tuple[float, ...]) -> float | tuple[float, ...]:
+        if isinstance(value, tuple):
+            for index, (low, high) in enumerate(itertools.pairwise(value), start=1):
+                if high <= low:
+                    raise rule_error(
+                        f"temperature {high!r} does not rise above {low!r}",
+                        "list each temperature once, lowest first, e.g. temperature = [0, 0.7]",
+                        field=index,
+                    )
+        return value
+
+    @property
+    def temperatures(self) -> tuple[float, ...]:
+        """The temperatures measured, lowest first: every workload and concurrency level at each."""
+        return self.temperature if isinstance(self.temperature, tuple) else (self.temperature,)
+
+    @property
+    def greedy(self) -> bool:
+        """Some scenarios decode at temperature 0: their outputs must equal the baseline's."""
+        return 0.0 in self.temperatures
+
     @property
     def sampled(self) -> bool:
-        """Outputs are sampled (temperature > 0): parity is a test on distributions."""
-        return self.temperature > 0
+        """Some scenarios sample (temperature > 0): their parity is a test on distributions."""
+        return self.temperatures[-1] > 0
 
     @property
     def sampling_key(self) -> str:

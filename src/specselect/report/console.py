@@ -21,6 +21,7 @@ __all__ = [
     "fmt_level",
     "fmt_mib",
     "fmt_ratio",
+    "fmt_workload",
     "groups_table",
     "make_console",
     "report_decision_rows",
@@ -43,6 +44,11 @@ def fmt_ratio(value: float | None, digits: int = 2) -> str:
 def fmt_level(level: float) -> str:
     """An interval's level as a percentage with the digits it has: `95%`, `96.25%`."""
     return f"{level * 100:.4g}%"
+
+
+def fmt_workload(workload: str, temperature: float) -> str:
+    """`chat`, and above temperature 0 `chat at T 0.7`: what a sweep over concurrency or length was measured on."""
+    return f"{workload} at T {temperature:g}" if temperature > 0 else workload
 
 
 def fmt_interval(point: float | None, low: float | None, high: float | None, level: float | None) -> str:

@@ -5,7 +5,7 @@ for the HTML and the Markdown report)."""
 from __future__ import annotations
 
 from specselect.evidence.pipeline import ScenarioEvidence
-from specselect.report.console import fmt_interval, fmt_ratio
+from specselect.report.console import fmt_interval, fmt_ratio, fmt_workload
 from specselect.report.data import ReportData
 from specselect.report.tables import TableSpec
 
@@ -116,19 +116,20 @@ def _statistics(e: ScenarioEvidence) -> str:
 
 
 def distribution_spec(data: ReportData) -> TableSpec | None:
-    """Temperature > 0: per candidate and workload, the distribution test of the parity passes' samples: the
-    verdict, how much it saw, and each statistic's permutation p-value, raw and family-wise adjusted."""
+    """Temperature > 0: per candidate, workload and temperature, the distribution test of the parity passes'
+    samples: the verdict, how much it saw, and each statistic's permutation p-value, raw and family-wise
+    adjusted."""
     rows, seen = [], set()
     controls = data.evidence.controls if data.evidence is not None else ()
     for e in (*data.entries(), *controls):
         test = e.sampled_parity
-        if test is None or (e.candidate, e.workload) in seen:
+        if test is None or (e.candidate, e.workload, e.temperature) in seen:
             continue
-        seen.add((e.candidate, e.workload))
+        seen.add((e.candidate, e.workload, e.temperature))
         rows.append(
             (
                 e.candidate,
-                e.workload,
+                fmt_workload(e.workload, e.temperature),
                 test.verdict if test.reason is None else f"{test.verdict} ({test.reason})",
                 f"{len(test.prompts)}: {test.samples_per_side[0]} / {test.samples_per_side[1]}",
                 f"{test.distinct_outputs[0]} / {test.distinct_outputs[1]}",

@@ -27,6 +27,7 @@ from specselect.report.sweep_tables import (
     goodput_spec,
     length_spec,
     schedule_specs,
+    temperature_spec,
 )
 from specselect.report.tables import (
     TableSpec,
@@ -200,6 +201,7 @@ def _segments(data: ReportData) -> str:
 def _sweeps(data: ReportData) -> str:
     parts = []
     for title, spec in (
+        ("Speedup and acceptance vs temperature", temperature_spec(data)),
         ("Speedup vs concurrency: where it stops paying", crossover_spec(data)),
         ("Proposal length: the smallest statistically as good as the best", length_spec(data)),
         ("Goodput under the SLOs", goodput_spec(data)),
@@ -216,10 +218,13 @@ def _sweeps(data: ReportData) -> str:
         parts.append(f'<p class="hint">Budget: {esc(budget)}</p>')
     if not parts:
         return _section(
-            "sweeps", "Sweeps", '<p class="hint">This run swept neither concurrency nor proposal length.</p>'
+            "sweeps",
+            "Sweeps",
+            '<p class="hint">This run swept neither temperature, concurrency nor proposal length.</p>',
         )
     lead = (
-        "Where a candidate stops paying as load grows (crossover), which proposal length to use (the smallest one "
+        "How acceptance and speedup fall with the temperature, where a candidate stops paying as load grows "
+        "(crossover), which proposal length to use (the smallest one "
         "statistically indistinguishable from the best), and requests/s that meet the plan's SLOs. Plots below."
     )
     return _section("sweeps", "Sweeps", "".join(parts), lead)

@@ -18,6 +18,7 @@ from specselect.report.sweep_tables import (
     goodput_spec,
     length_spec,
     schedule_specs,
+    temperature_spec,
 )
 from specselect.report.tables import (
     TableSpec,
@@ -63,6 +64,7 @@ def _fence(text: str) -> str:
 def _sweeps(data: ReportData) -> list[str]:
     out: list[str] = []
     for title, spec in (
+        ("Speedup and acceptance vs temperature", temperature_spec(data)),
         ("Speedup vs concurrency: where it stops paying", crossover_spec(data)),
         ("Proposal length: the smallest statistically as good as the best", length_spec(data)),
         ("Goodput under the SLOs", goodput_spec(data)),

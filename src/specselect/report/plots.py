@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from specselect.artifacts.results import GroupResult
-from specselect.evidence.pipeline import ScenarioEvidence
+from specselect.evidence.pipeline import ScenarioEvidence, scenario_name
 from specselect.report.charts import (
     BarSeries,
     BoxSeries,
@@ -31,6 +31,7 @@ from specselect.report.charts import (
     line_chart,
     scatter_chart,
 )
+from specselect.report.console import fmt_workload
 from specselect.report.data import ReportData
 from specselect.report.svg import BASELINE_COLOUR, PALETTE
 
@@ -327,8 +328,20 @@ def build_plots(data: ReportData) -> Plots:
             key="concurrency",
             title="Speedup vs concurrency",
             x_label="concurrency (requests in flight)",
-            chart_of=lambda e: e.workload,
+            chart_of=lambda e: fmt_workload(e.workload, e.temperature),
             x_of=lambda e: float(e.concurrency),
+            series_of=lambda e: e.candidate,
+        )
+    )
+    sections.append(
+        _sweep_section(
+            data,
+            colours,
+            key="temperature",
+            title="Speedup vs temperature",
+            x_label="sampling temperature",
+            chart_of=lambda e: scenario_name(e.workload, e.concurrency),
+            x_of=lambda e: e.temperature,
             series_of=lambda e: e.candidate,
         )
     )

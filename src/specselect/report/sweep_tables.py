@@ -5,9 +5,10 @@ Plain-text cells (renderers escape them), read from `evidence.json`'s `sweeps` s
 
 from __future__ import annotations
 
+from specselect.evidence.pipeline import ScenarioEvidence, scenario_name
 from specselect.evidence.stats import RatioEstimate
 from specselect.evidence.sweeps import ScheduleCell, ScheduleComparison, SweepAnalysis
-from specselect.report.console import fmt_ratio
+from specselect.report.console import fmt_interval, fmt_ratio, fmt_workload
 from specselect.report.data import ReportData
 from specselect.report.tables import TableSpec
 
@@ -20,6 +21,7 @@ __all__ = [
     "schedule_specs",
     "sweep_analysis",
     "sweep_summary_lines",
+    "temperature_spec",
 ]
 
 
@@ -48,7 +50,7 @@ def crossover_spec(data: ReportData) -> TableSpec | None:
     rows = tuple(
         (
             c.candidate,
-            c.workload,
+            fmt_workload(c.workload, c.temperature),
             ", ".join(str(level) for level in c.levels),
             " · ".join(f"c{v.concurrency} {v.verdict}" for v in c.per_level),
             _num(c.pays_up_to),
@@ -73,6 +75,34 @@ def crossover_spec(data: ReportData) -> TableSpec | None:
     return TableSpec(columns=columns, rows=rows)
 
 
+def _at(entry: ScenarioEvidence | None) -> tuple[str, str, str]:
+    if entry is None:
+        return ("-", "-", "-")
+    s, telemetry = entry.speedup, entry.telemetry
+    speedup = fmt_interval(s.point, s.low, s.high, s.level) if s is not None else "-"
+    rate = telemetry.acceptance_rate if telemetry is not None else None
+    return (speedup, "-" if rate is None else f"{rate:.2f}", entry.decision.decision.value)
+
+
+def temperature_spec(data: ReportData) -> TableSpec | None:
+    """Per candidate, workload and concurrency level measured at several temperatures: the speedup, acceptance
+    and decision at each, lowest temperature first."""
+    entries = data.entries()
+    temperatures = sorted({e.temperature for e in entries})
+    if len(temperatures) < 2:
+        return None
+    cells: dict[tuple[str, str, int], dict[float, ScenarioEvidence]] = {}
+    for e in entries:
+        cells.setdefault((e.candidate, e.workload, e.concurrency), {})[e.temperature] = e
+    rows = tuple(
+        (candidate, workload, str(level), *(v for t in temperatures for v in _at(at.get(t))))
+        for (candidate, workload, level), at in cells.items()
+    )
+    what = ("speedup", "acceptance", "decision")
+    columns = ("candidate", "workload", "concurrency", *(f"T {t:g}: {w}" for t in temperatures for w in what))
+    return TableSpec(columns=columns, rows=rows)
+
+
 def length_spec(data: ReportData) -> TableSpec | None:
     """Per plan entry and scenario: the proposal lengths compared and the one to use."""
     sweeps = sweep_analysis(data)
@@ -91,7 +121,7 @@ def length_spec(data: ReportData) -> TableSpec | None:
             (
                 s.sweep,
                 fixed,
-                f"{choice.workload}-c{choice.concurrency}",
+                scenario_name(choice.workload, choice.concurrency, s.temperature),
                 choice.status,
                 _num(choice.recommended_length),
                 _num(choice.best_length),
@@ -205,12 +235,16 @@ def sweep_summary_lines(sweeps: SweepAnalysis | None) -> list[str]:
     """Short lines for the terminal after the decision table: the sweep's recommendations."""
     if sweeps is None:
         return []
-    lines = [f"{c.candidate} on {c.workload}: {c.recommendation} ({c.status})" for c in sweeps.crossovers]
+    lines = [
+        f"{c.candidate} on {fmt_workload(c.workload, c.temperature)}: {c.recommendation} ({c.status})"
+        for c in sweeps.crossovers
+    ]
     for s in sweeps.lengths:
         ch = s.choice
         use = f"use k={ch.recommended_length}" if ch.recommended_length is not None else "no length recommended"
         lines.append(
-            f"{s.sweep} on {ch.workload}-c{ch.concurrency}: {use} ({ch.status}; best k={_num(ch.best_length)})"
+            f"{s.sweep} on {scenario_name(ch.workload, ch.concurrency, s.temperature)}: {use} ({ch.status}; "
+            f"best k={_num(ch.best_length)})"
         )
     lines.extend(f"{s.group} {s.scenario}: skipped, clearly losing at a lower concurrency" for s in sweeps.early_stops)
     return lines

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from specselect.admission import Admissions
 from specselect.artifacts.results import GroupResult
 from specselect.core.status import RunStatus
+from specselect.evidence.pipeline import scenario_name
 from specselect.evidence.sweeps import DurationEstimate, ScenarioLoad, estimate_duration
 from specselect.plan import LoadedPlan
 from specselect.workloads.model import Workload
@@ -64,13 +65,14 @@ def remaining_budget(
     lives += [(baseline.group, j) for j in range(1 + len(baseline.relaunches), rounds)]
     scenarios = [
         ScenarioLoad(
-            name=f"{group}/{name}-c{level}" + (f"/round{j + 1}" if rounds > 1 else ""),
+            name=f"{group}/{scenario_name(name, level, temperature)}" + (f"/round{j + 1}" if rounds > 1 else ""),
             concurrency=level,
             n_requests=plan.run.warmup_requests + plan.run.repeats * len(workload.items),
             max_tokens=plan.sampling.max_tokens,
         )
         for group, j in lives
         for name, workload in workloads.items()
+        for temperature in plan.sampling.temperatures
         for level in plan.run.concurrency
     ]
     if not scenarios:

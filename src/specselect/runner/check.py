@@ -87,7 +87,11 @@ class Recorded:
     baseline: HandoffGroup | None
 
     def keys(self) -> list[ScenarioKey]:
-        return [ScenarioKey(s.workload, s.concurrency) for s in self.handoff.scenarios if s.scenario in self.entries]
+        return [
+            ScenarioKey(s.workload, s.concurrency, s.temperature)
+            for s in self.handoff.scenarios
+            if s.scenario in self.entries
+        ]
 
 
 def _handoff_path(target: Path) -> Path:
@@ -174,8 +178,10 @@ def reduced_plan(loaded: LoadedPlan, recorded: Recorded, repeats: int, rounds: i
     baselines = [c.model_dump(mode="json") for c in plan.candidates if c.is_baseline and c.name == track]
     keys = recorded.keys()
     data = plan.model_dump(mode="json", exclude={"traffic"})
+    temperatures = sorted({k.temperature for k in keys})
     data.update(
         label=f"{plan.label[:90]}-check",
+        sampling={**data["sampling"], "temperature": temperatures[0] if len(temperatures) == 1 else temperatures},
         candidates=[*baselines, entry],
         workloads={w: data["workloads"][w] for w in dict.fromkeys(k.workload for k in keys)},
         run={

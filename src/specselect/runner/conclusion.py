@@ -42,7 +42,10 @@ class Conclusion:
 
 def plan_scenarios(loaded: LoadedPlan) -> list[ScenarioKey]:
     """Every scenario of the plan, in a stable order: workloads in plan order x concurrency levels."""
-    return [ScenarioKey(w, c) for w in loaded.plan.workloads for c in loaded.plan.run.concurrency]
+    plan = loaded.plan
+    return [
+        ScenarioKey(w, c, t) for w in plan.workloads for t in plan.sampling.temperatures for c in plan.run.concurrency
+    ]
 
 
 def look_schedule(plan: Plan) -> LookSchedule:

@@ -42,14 +42,17 @@ def early_stop_check(
     return early_stop_reason(SweepPoint(candidate=group, workload=workload, concurrency=concurrency, speedup=speedup))
 
 
-def skipped_run(name: str, workload: Workload, concurrency: int, reason: str, *, launch: int = 0) -> ScenarioRun:
+def skipped_run(
+    name: str, workload: Workload, concurrency: int, reason: str, *, temperature: float = 0.0, launch: int = 0
+) -> ScenarioRun:
     """The record of a scenario the early stop skipped (`reason` from `early_stop_check`)."""
     return ScenarioRun(
         launch=launch,
-        scenario=scenario_name(name, concurrency),
+        scenario=scenario_name(name, concurrency, temperature),
         workload=name,
         workload_identity=workload.identity,
         concurrency=concurrency,
+        temperature=temperature,
         status="skipped",
         early_stop=reason,
     )

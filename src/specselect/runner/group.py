@@ -35,12 +35,12 @@ from specselect.plan import BASELINE_FAMILY, BASELINE_GROUP, Candidate, RunConfi
 from specselect.runner.context import RunContext
 from specselect.runner.earlystop import early_stop_check, skipped_run
 from specselect.runner.scenario import Measuring, divergent_items, measure_scenario, run_parity_pass
-from specselect.workloads.model import WorkloadItem
+from specselect.workloads.model import Workload, WorkloadItem
 
 __all__ = ["GroupInterrupted", "GroupJob", "ParityMode", "launch_label", "launch_record", "relaunch_group", "run_group"]
 
 
-ParityMode = Literal["full", "divergent", "samples", "off"]
+ParityMode = Literal["full", "divergent", "off"]
 
 
 @dataclass(frozen=True)
@@ -57,8 +57,10 @@ class GroupJob:
     skip_reason: str | None = None
     """Record the group as skipped without running it (a track baseline with no runnable candidate)."""
     parity: ParityMode = "off"
-    """The untimed parity pass: every item (a baseline), only items whose timed outputs differ from the track
-    baseline's (a candidate), the distribution test's samples (temperature > 0), or none."""
+    """The untimed parity pass at temperature 0: every item (a baseline), only items whose timed outputs differ
+    from the track baseline's (a candidate), or none."""
+    samples: bool = False
+    """At every temperature above 0, a pass that draws the distribution test's samples."""
     reference_scenarios: frozenset[str] = frozenset()
     """The scenarios the track baseline completed: their timed outputs are the `divergent` pass's reference."""
     schedule: DerivedSchedule | None = None
@@ -184,29 +186,51 @@ class _GroupRunner:
         }
 
     def measure_all(self, session: Session, done: _Progressed) -> None:
+        temperatures = self.plan.sampling.temperatures
         for wname, workload in self.workloads.items():
-            stop: str | None = None
-            for concurrency in sorted(self.plan.run.concurrency):
-                stop = stop or self.skipped_before(scenario_name(wname, concurrency))
-                if stop is not None:
-                    done.scenarios.append(skipped_run(wname, workload, concurrency, stop, launch=self.index))
-                    continue
-                run = measure_scenario(
-                    session, self.measuring, workload_name=wname, workload=workload, concurrency=concurrency
+            for temperature in temperatures:
+                self.measure_levels(session, done, wname, workload, temperature)
+        if self.primary is not None:
+            return
+        for wname, workload in self.workloads.items():
+            for temperature in temperatures:
+                ran = self.parity_pass(session, wname, temperature, list(workload.items), done.scenarios)
+                if ran is not None:
+                    done.parity.append(ran)
+
+    def measure_levels(
+        self, session: Session, done: _Progressed, wname: str, workload: Workload, temperature: float
+    ) -> None:
+        """A workload's concurrency levels at one temperature, lowest first, up to an early stop."""
+        stop: str | None = None
+        for concurrency in sorted(self.plan.run.concurrency):
+            stop = stop or self.skipped_before(scenario_name(wname, concurrency, temperature))
+            if stop is not None:
+                done.scenarios.append(
+                    skipped_run(wname, workload, concurrency, stop, temperature=temperature, launch=self.index)
                 )
-                done.scenarios.append(run)
-                stop = self.early_stop(run, wname, concurrency)
-                if stop is not None:
-                    self.progress.warn(f"{self.job.name}: {stop}")
-        if self.job.parity != "off" and self.primary is None:
-            for wname, workload in self.workloads.items():
-                done.parity.append(self.parity_pass(session, wname, list(workload.items), done.scenarios))
+                continue
+            run = measure_scenario(
+                session,
+                self.measuring,
+                workload_name=wname,
+                workload=workload,
+                concurrency=concurrency,
+                temperature=temperature,
+            )
+            done.scenarios.append(run)
+            stop = self.early_stop(run, wname, concurrency)
+            if stop is not None:
+                self.progress.warn(f"{self.job.name}: {stop}")
 
     def parity_pass(
-        self, session: Session, wname: str, items: list[WorkloadItem], scenarios: list[ScenarioRun]
-    ) -> ParityPassRun:
-        """The workload's untimed parity pass as the job asks for it (the first launch only)."""
-        if self.job.parity == "samples":
+        self, session: Session, wname: str, temperature: float, items: list[WorkloadItem], scenarios: list[ScenarioRun]
+    ) -> ParityPassRun | None:
+        """The workload's untimed parity pass at a temperature as the job asks for it (the first launch only):
+        exact parity's at 0, the distribution test's samples above; None when the job runs none."""
+        if temperature > 0:
+            if not self.job.samples:
+                return None
             sampling = self.plan.sampling
             return run_parity_pass(
                 session,
@@ -215,9 +239,12 @@ class _GroupRunner:
                 items=items[: sampling.parity_prompts],
                 all_items=False,
                 samples=sampling.parity_samples,
+                temperature=temperature,
             )
+        if self.job.parity == "off":
+            return None
         if self.job.parity == "divergent":
-            wanted = self.divergent(wname, scenarios)
+            wanted = self.divergent(wname, [run for run in scenarios if run.temperature == 0])
             items = [item for item in items if item.id in wanted]
             if not items:
                 return ParityPassRun(

@@ -35,16 +35,14 @@ def build_job(
 
     The parity pass covers, for a candidate, the items whose timed outputs differ from its (already measured)
     baseline's, found in `done`; a baseline with an admitted candidate covers every item with parity_pass = 'full'.
-    At temperature > 0 every group that is compared draws the distribution test's samples.
+    At every temperature above 0, every group that is compared draws the distribution test's samples.
     """
     track = loaded.plan.track_of(cand.name)
     runnable = [r for r in map(adm.result, track.members) if r is not None and r.admitted]
     skip = NO_RUNNABLE_ON_TRACK if cand.runs_target_only and not track.is_default and not runnable else None
     parity: ParityMode = "off"
     reference: frozenset[str] = frozenset()
-    if loaded.plan.sampling.sampled:
-        parity = "samples" if runnable or not cand.is_baseline else "off"
-    elif cand.is_baseline:
+    if cand.is_baseline:
         parity = "full" if runnable and baseline_parity_pass(loaded) else "off"
     elif parity_pass_enabled(loaded):
         reference = completed_scenarios((done or {}).get(track.name))
@@ -57,5 +55,6 @@ def build_job(
         target_config=track.target,
         skip_reason=skip,
         parity=parity,
+        samples=loaded.plan.sampling.sampled and (bool(runnable) or not cand.is_baseline),
         reference_scenarios=reference,
     )

@@ -16,9 +16,9 @@ __all__ = ["baseline_parity_pass", "distribution_test", "parity_pass_enabled", "
 
 
 def parity_pass_enabled(loaded: LoadedPlan) -> bool:
-    """The logprob parity pass runs when the plan does not turn it off and decoding is greedy."""
+    """The logprob parity pass runs when the plan does not turn it off and some scenarios decode greedily."""
     plan = loaded.plan
-    return plan.run.parity_pass != "off" and not plan.sampling.sampled
+    return plan.run.parity_pass != "off" and plan.sampling.greedy
 
 
 def baseline_parity_pass(loaded: LoadedPlan) -> bool:
@@ -28,8 +28,8 @@ def baseline_parity_pass(loaded: LoadedPlan) -> bool:
 
 
 def distribution_test(loaded: LoadedPlan) -> SampledParityPolicy | None:
-    """At temperature > 0 the distribution test's policy (its level the plan's confidence level's complement);
-    None at temperature 0."""
+    """The distribution test's policy for the scenarios above temperature 0 (its level the plan's confidence
+    level's complement); None when every scenario is at temperature 0."""
     plan = loaded.plan
     if not plan.sampling.sampled:
         return None

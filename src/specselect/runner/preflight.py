@@ -60,12 +60,14 @@ def distribution_test_cost(plan: Plan, items: Mapping[str, int] | None = None) -
     s = plan.sampling
     counts = items if items is not None else dict.fromkeys(plan.workloads, s.parity_prompts)
     prompts = {name: min(s.parity_prompts, n) for name, n in counts.items()}
-    requests = sum(prompts.values()) * s.parity_samples
+    sampled = [t for t in s.temperatures if t > 0]
+    requests = sum(prompts.values()) * s.parity_samples * len(sampled)
     shown = ", ".join(f"{name} {n}" for name, n in prompts.items())
+    each = " and ".join(f"{t:g}" for t in sampled)
     return (
-        f"temperature {s.temperature:g} > 0: parity is a test on the output distribution: {s.parity_samples} "
-        f"samples per prompt and side (prompts: {shown}), {requests} untimed requests of up to {s.max_tokens} "
-        "tokens per group in its first launch"
+        f"temperature {each} > 0: parity is a test on the output distribution: {s.parity_samples} "
+        f"samples per prompt{', side and temperature' if len(sampled) > 1 else ' and side'} (prompts: {shown}), "
+        f"{requests} untimed requests of up to {s.max_tokens} tokens per group in its first launch"
     )
 
 

@@ -56,15 +56,16 @@ def _endpoint(session: Session) -> Endpoint:
     return Endpoint(base_url=session.base_url, model=session.model, api_key_env=session.api_key_env)
 
 
-def _sampling(plan: Plan, *, logprobs: int | None = None) -> SamplingParams:
+def _sampling(plan: Plan, temperature: float, *, logprobs: int | None = None) -> SamplingParams:
     s = plan.sampling
+    sampled = temperature > 0
     return SamplingParams(
         max_tokens=s.max_tokens,
-        temperature=s.temperature,
-        top_p=s.top_p if s.sampled else None,
+        temperature=temperature,
+        top_p=s.top_p if sampled else None,
         top_k=s.top_k or None,
         seed=s.seed,
-        seed_per_request=s.sampled,
+        seed_per_request=sampled,
         in_request=s.in_request,
         logprobs=logprobs,
         return_token_ids=True,
@@ -76,12 +77,14 @@ def _spec(
     scenario: str,
     *,
     scope: str,
+    temperature: float,
     concurrency: int = 1,
     load: LoadShape | None = None,
     warmup: int = 0,
     logprobs: int | None = None,
 ) -> ScenarioSpec:
-    """One pass at `concurrency` (more passes: `repeats`), in the plan's order, sampling and time-outs."""
+    """One pass at `concurrency` (more passes: `repeats`) and `temperature`, in the plan's order, sampling and
+    time-outs."""
     run = plan.run
     return ScenarioSpec(
         scenario=scenario,
@@ -89,7 +92,7 @@ def _spec(
         load=load or LoadShape(),
         warmup=warmup,
         seed=run.order_seed,
-        sampling=_sampling(plan, logprobs=logprobs),
+        sampling=_sampling(plan, temperature, logprobs=logprobs),
         request_timeout_s=run.request_timeout_s,
         scenario_timeout_s=run.scenario_timeout_s,
         cache_salt_policy=CacheSaltPolicy(run.prefix_cache),
@@ -228,18 +231,24 @@ def _memory_source(memory: PeakMemory | None, declared: float | None) -> MemoryS
 
 
 def measure_scenario(
-    session: Session, m: Measuring, *, workload_name: str, workload: Workload, concurrency: int
+    session: Session,
+    m: Measuring,
+    *,
+    workload_name: str,
+    workload: Workload,
+    concurrency: int,
+    temperature: float = 0.0,
 ) -> ScenarioRun:
     """Warm up and measure one scenario; engine telemetry over the measured phase only; records saved atomically.
 
     On an endpoint specselect does not own, the session's traffic guard also checks it for other traffic.
     """
     run = m.plan.run
-    scen = scenario_name(workload_name, concurrency)
+    scen = scenario_name(workload_name, concurrency, temperature)
     timed = {"concurrency": concurrency, "load": _load_shape(m.plan), "warmup": run.warmup_requests}
     # Launch j continues the passes of the launches before it, so (item, repeat) names one request of the group.
     passes = {"repeats": run.repeats, "first_repeat": m.launch * run.repeats, "launch": m.launch}
-    spec = _spec(m.plan, scen, scope=m.group).model_copy(update={**timed, **passes})
+    spec = _spec(m.plan, scen, scope=m.group, temperature=temperature).model_copy(update={**timed, **passes})
     if session.traffic is not None:
         session.traffic.before()
     got = _run_timed(session, m, spec, workload.items)
@@ -258,6 +267,7 @@ def measure_scenario(
         workload=workload_name,
         workload_identity=workload.identity,
         concurrency=concurrency,
+        temperature=temperature,
         status="completed",
         summary=summary,
         telemetry=telemetry,
@@ -291,10 +301,10 @@ def divergent_items(baseline: Sequence[RequestRecord], records: Sequence[Request
     return out
 
 
-def _parity_spec(m: Measuring, scenario: str, samples: int) -> ScenarioSpec:
+def _parity_spec(m: Measuring, scenario: str, samples: int, temperature: float) -> ScenarioSpec:
     if not samples:
-        return _spec(m.plan, scenario, scope=m.group, logprobs=PARITY_LOGPROBS)
-    spec = _spec(m.plan, scenario, scope=m.group, logprobs=0)
+        return _spec(m.plan, scenario, scope=m.group, temperature=temperature, logprobs=PARITY_LOGPROBS)
+    spec = _spec(m.plan, scenario, scope=m.group, temperature=temperature, logprobs=0)
     return spec.model_copy(update={"repeats": samples, "concurrency": SAMPLE_PASS_CONCURRENCY})
 
 
@@ -306,23 +316,25 @@ def run_parity_pass(
     items: Sequence[WorkloadItem],
     all_items: bool,
     samples: int = 0,
+    temperature: float = 0.0,
 ) -> ParityPassRun:
     """One untimed request per item at concurrency 1 with top-2 logprobs; failures are recorded, never raised.
 
-    `samples` > 0 (temperature > 0): the distribution test's pass instead: `samples` outputs of every item, each
-    with its own seed and the sampled token's logprob, at `SAMPLE_PASS_CONCURRENCY`.
+    `samples` > 0 (at `temperature` > 0): the distribution test's pass instead: `samples` outputs of every item,
+    each with its own seed and the sampled token's logprob, at `SAMPLE_PASS_CONCURRENCY`.
     """
     progress = m.progress
-    scen = parity_scenario(workload_name)
+    scen = parity_scenario(workload_name, temperature)
     sent = None if all_items else tuple(item.id for item in items)
     started = time.monotonic()
     try:
-        result = asyncio.run(run_load(_endpoint(session), items, _parity_spec(m, scen, samples)))
+        result = asyncio.run(run_load(_endpoint(session), items, _parity_spec(m, scen, samples, temperature)))
         _check_alive_after(session, result.records)
     except EngineError as exc:
         return ParityPassRun(
             workload=workload_name,
             scenario=scen,
+            temperature=temperature,
             status="failed",
             reason=exc.one_line(),
             items=sent,
@@ -344,6 +356,7 @@ def run_parity_pass(
     return ParityPassRun(
         workload=workload_name,
         scenario=scen,
+        temperature=temperature,
         status="failed" if failed else "completed",
         reason=reason,
         records_path=rel,

@@ -46,6 +46,7 @@ def concurrency_advice(
             HandoffConcurrency(
                 candidate=c.candidate,
                 workload=c.workload,
+                temperature=c.temperature,
                 levels=c.levels,
                 status=c.status,
                 pays_up_to=c.pays_up_to,
@@ -69,6 +70,7 @@ def length_advice(sweeps: SweepAnalysis | None) -> tuple[HandoffLength, ...]:
             fixed=s.fixed,
             workload=s.choice.workload,
             concurrency=s.choice.concurrency,
+            temperature=s.temperature,
             status=s.choice.status,
             recommended_length=s.choice.recommended_length,
             recommended_candidate=s.choice.recommended_candidate,

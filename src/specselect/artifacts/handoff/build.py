@@ -168,6 +168,7 @@ def _scenario(
         scenario=key.name,
         workload=key.workload,
         concurrency=key.concurrency,
+        temperature=key.temperature,
         candidates=tuple(chosen),
         recommended=best.candidate if best else None,
         workload_key=run.workload_identity.key if run is not None else None,
@@ -177,18 +178,24 @@ def _scenario(
 
 def sampling_note(sampling: SamplingConfig) -> str:
     """Which sampling the decisions hold for: acceptance, and so the speedup, changes with the temperature."""
+    greedy = "temperature 0 (greedy), where every output must equal the baseline's"
+    falls = "acceptance, and so the speedup, falls as the temperature rises"
     if not sampling.sampled:
         return (
-            "Measured at temperature 0 (greedy), where every output must equal the baseline's: the decisions hold "
-            "for greedy decoding; at a temperature above 0 acceptance falls, so measure at the deployment's."
+            f"Measured at {greedy}: the decisions hold for greedy decoding; at a temperature above 0 acceptance "
+            "falls, so measure at the deployment's."
         )
     top_k = f"top-k {sampling.top_k}" if sampling.top_k else "top-k off"
     sent = "sent in every request" if sampling.in_request else "left to each server's generation defaults"
-    return (
-        f"Measured at temperature {sampling.temperature:g} (top-p {sampling.top_p:g}, {top_k}; {sent}), where "
-        "outputs were tested against the baseline's distribution: the decisions hold at that temperature only; "
-        "acceptance, and so the speedup, falls as the temperature rises."
+    above = [t for t in sampling.temperatures if t > 0]
+    tested = (
+        f"temperature {' and '.join(f'{t:g}' for t in above)} (top-p {sampling.top_p:g}, {top_k}; {sent}), where "
+        "outputs were tested against the baseline's distribution"
     )
+    if len(sampling.temperatures) == 1:
+        return f"Measured at {tested}: the decisions hold at that temperature only; {falls}."
+    both = f"{greedy}, and at {tested}" if sampling.greedy else tested
+    return f"Measured at {both}: each scenario's decision holds at its own temperature only; {falls}."
 
 
 def build_handoff(

@@ -65,6 +65,8 @@ class HandoffScenario(BaseModel):
     scenario: str
     workload: str
     concurrency: int
+    temperature: float = 0.0
+    """The sampling temperature it was measured at: its recommendation holds there (acceptance falls as it rises)."""
     candidates: tuple[HandoffCandidate, ...]
     recommended: str | None
     """The accepted candidate with the highest speedup lower bound; None keeps the target-only baseline."""
@@ -95,6 +97,7 @@ class HandoffConcurrency(BaseModel):
 
     candidate: str
     workload: str
+    temperature: float = 0.0
     levels: tuple[int, ...]
     status: str
     pays_up_to: int | None
@@ -116,6 +119,7 @@ class HandoffLength(BaseModel):
     fixed: dict[str, Any]
     workload: str
     concurrency: int
+    temperature: float = 0.0
     status: str
     recommended_length: int | None
     recommended_candidate: str | None

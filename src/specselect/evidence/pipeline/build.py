@@ -92,8 +92,8 @@ class EvidenceSettings:
     estimand: Estimand = "frozen_prompts"
     parity_pass: ParityPassPolicy | None = None
     distribution_test: SampledParityPolicy | None = None
-    """Temperature > 0: the distribution test judges quality (from the parity passes' samples); None at
-    temperature 0, where every output must equal the baseline's."""
+    """The distribution test that judges quality at temperature > 0 (from the parity passes' samples); None
+    when no scenario samples. At temperature 0 every output must equal the baseline's."""
     host_foreign_cpu_share_limit: float | None = None
     proposer_costs: Mapping[str, ProposerCost] = field(default_factory=dict)
     """Candidate -> what its proposer costs per drafted token (draft models); lookups are assumed free."""
@@ -215,12 +215,15 @@ class _Measured:
 
 
 def _quality(
-    pair: PairedRecords, records: RecordSource, groups: tuple[str, str], workload: str, settings: EvidenceSettings
+    pair: PairedRecords, records: RecordSource, groups: tuple[str, str], key: ScenarioKey, settings: EvidenceSettings
 ) -> tuple[ScenarioParity | None, ScenarioParity | None, SampledParity | None]:
     """(timed outputs' parity, pass-vs-pass parity, distribution test): exact parity at temperature 0, the
-    distribution test of the parity passes' samples above it."""
-    base_pass, cand_pass = records.parity(groups[0], workload), records.parity(groups[1], workload)
-    if settings.distribution_test is None:
+    distribution test of the parity passes' samples at the scenario's temperature above it."""
+    base_pass, cand_pass = (
+        records.parity(groups[0], key.parity_scenario),
+        records.parity(groups[1], key.parity_scenario),
+    )
+    if key.temperature == 0 or settings.distribution_test is None:
         return (*parity_step(pair, base_pass, cand_pass, settings.parity), None)
     samples = samples_from_records(base_pass or (), cand_pass or ())
     return None, None, sampled_parity(samples, settings.distribution_test)
@@ -230,7 +233,7 @@ def _measure(base: MeasuredGroup, cand: MeasuredGroup, key: ScenarioKey, inputs:
     records, cats = inputs.records, inputs.categories.get(key.workload, {})
     base_side, cand_side = side_launches(base, key.name, records, cats), side_launches(cand, key.name, records, cats)
     pair = pair_step(base_side, cand_side)
-    parity, parity_pass, sampled = _quality(pair, records, (base.group, cand.group), key.workload, inputs.settings)
+    parity, parity_pass, sampled = _quality(pair, records, (base.group, cand.group), key, inputs.settings)
     sides = [*(("baseline", run) for run in base_side.runs), *(("candidate", run) for run in cand_side.runs)]
     excluded = excluded_rounds(sides, inputs.settings.host_foreign_cpu_share_limit)
     rounds = PairRounds(f"{cand.group}/{key.name}", cand.group, key.name, base_side, cand_side, excluded)
@@ -418,6 +421,7 @@ def _entry(measured: _Measured, history: Sequence[_Decided], inputs: _Inputs) ->
         scenario=key.name,
         workload=key.workload,
         concurrency=key.concurrency,
+        temperature=key.temperature,
         track=group_track(cand),
         evidence=chosen.evidence,
         decision=chosen.decision,
@@ -452,6 +456,7 @@ def _unmeasured(
         scenario=key.name,
         workload=key.workload,
         concurrency=key.concurrency,
+        temperature=key.temperature,
         track=group_track(cand),
         evidence=evidence,
         decision=decide(evidence, settings.thresholds_for(cand.group)),

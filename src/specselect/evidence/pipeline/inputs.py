@@ -35,26 +35,35 @@ BASELINE_GROUP = "g0_target_only"
 """The default track's baseline (results written before tracks existed belong to it)."""
 
 
-def scenario_name(workload: str, concurrency: int) -> str:
-    """The scenario key used everywhere: `<workload>-c<concurrency>` (e.g. `repetition-c1`)."""
-    return f"{workload}-c{concurrency}"
+def scenario_name(workload: str, concurrency: int, temperature: float = 0.0) -> str:
+    """The scenario key used everywhere: `<workload>-c<concurrency>` (e.g. `repetition-c1`), and above
+    temperature 0 `-t<temperature>` after it (e.g. `chat-c1-t0.7`)."""
+    name = f"{workload}-c{concurrency}"
+    return f"{name}-t{temperature:g}" if temperature > 0 else name
 
 
-def parity_scenario(workload: str) -> str:
-    """The records' scenario name of a workload's parity pass: `<workload>-c1.parity`."""
-    return f"{scenario_name(workload, 1)}.parity"
+def parity_scenario(workload: str, temperature: float = 0.0) -> str:
+    """The records' scenario name of a workload's parity pass at a temperature: `<workload>-c1.parity` (at 0),
+    `<workload>-c1-t0.7.parity` (at 0.7)."""
+    return f"{scenario_name(workload, 1, temperature)}.parity"
 
 
 @dataclass(frozen=True)
 class ScenarioKey:
-    """A scenario of the plan: workload name x concurrency."""
+    """A scenario of the plan: workload name x concurrency x temperature."""
 
     workload: str
     concurrency: int
+    temperature: float = 0.0
 
     @property
     def name(self) -> str:
-        return scenario_name(self.workload, self.concurrency)
+        return scenario_name(self.workload, self.concurrency, self.temperature)
+
+    @property
+    def parity_scenario(self) -> str:
+        """Its workload's parity pass at its temperature."""
+        return parity_scenario(self.workload, self.temperature)
 
 
 class MeasuredScenario(Protocol):
@@ -133,8 +142,8 @@ class RecordSource(Protocol):
         """A scenario's records of every launch (warm-up included); empty when it was not measured."""
         ...
 
-    def parity(self, group: str, workload: str) -> Sequence[RequestRecord] | None:
-        """The records of the group's parity pass over `workload`, or None when it ran none."""
+    def parity(self, group: str, scenario: str) -> Sequence[RequestRecord] | None:
+        """The records of the group's parity pass `scenario` (`parity_scenario`), or None when it ran none."""
         ...
 
 
@@ -154,8 +163,8 @@ class InMemoryRecords:
     def timed(self, group: str, scenario: str) -> Sequence[RequestRecord]:
         return self.records.get((group, scenario), ())
 
-    def parity(self, group: str, workload: str) -> Sequence[RequestRecord] | None:
-        return self.records.get((group, parity_scenario(workload)))
+    def parity(self, group: str, scenario: str) -> Sequence[RequestRecord] | None:
+        return self.records.get((group, scenario))
 
     def __contains__(self, key: object) -> bool:
         return key in self.records

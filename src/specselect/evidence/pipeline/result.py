@@ -83,7 +83,7 @@ class ParityPassPolicy(BaseModel):
 
     mode: Literal["auto", "full", "off"]
     ran: bool
-    """False when off, or at a temperature above 0 (outputs are sampled: no exact parity)."""
+    """False when off, or when no scenario is at temperature 0 (outputs are sampled: no exact parity)."""
     baseline_pass: bool = False
     """True with mode 'full': the baseline also ran the pass over every item (pass-vs-pass comparison)."""
     concurrency: int = 1
@@ -127,6 +127,8 @@ class ScenarioEvidence(BaseModel):
     scenario: str
     workload: str
     concurrency: int
+    temperature: float = 0.0
+    """The scenario's sampling temperature (0 = greedy: quality is exact parity; above, the distribution test)."""
     track: str
     evidence: PairEvidence
     decision: DecisionResult

@@ -133,9 +133,16 @@ def analyze_sweeps(
     values (the plan's `Plan.sweeps` and `Candidate.sweep.values`).
     """
     lengths = {g.group: g.proposal_length for g in groups}
-    points = [
-        point for entry in evidence.entries if (point := sweep_point(entry, lengths.get(entry.candidate))) is not None
-    ]
+    crossovers: list[Crossover] = []
+    chosen: list[LengthSweep] = []
+    # Each temperature is a sweep of its own: acceptance, so where it pays and the best length, changes with it.
+    for temperature in sorted({e.temperature for e in evidence.entries}):
+        entries = [e for e in evidence.entries if e.temperature == temperature]
+        points = [point for e in entries if (point := sweep_point(e, lengths.get(e.candidate))) is not None]
+        tag = {"temperature": temperature}
+        crossovers.extend(c.model_copy(update=tag) for c in _crossovers(entries, points))
+        found = _lengths(points, sweeps, sweep_values, evidence.policy.bootstrap)
+        chosen.extend(s.model_copy(update=tag) for s in found)
     early = [
         EarlyStop(group=g.group, scenario=run.scenario, reason=run.early_stop)
         for g in groups
@@ -143,8 +150,8 @@ def analyze_sweeps(
         if run.status == "skipped" and run.early_stop is not None
     ]
     return SweepAnalysis(
-        crossovers=tuple(_crossovers(evidence.entries, points)),
-        lengths=tuple(_lengths(points, sweeps, sweep_values, evidence.policy.bootstrap)),
+        crossovers=tuple(crossovers),
+        lengths=tuple(chosen),
         goodput=tuple(_goodput(groups, records, slo_ttft_ms, slo_tpot_ms)),
         early_stops=tuple(early),
     )

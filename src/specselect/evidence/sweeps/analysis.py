@@ -51,6 +51,8 @@ class LengthSweep(BaseModel):
     fixed: dict[str, Any]
     """The other swept options, equal for every length compared here."""
     choice: LengthChoice
+    temperature: float = 0.0
+    """The sampling temperature of the scenario compared (acceptance, so the best length, changes with it)."""
 
 
 class ScenarioGoodput(BaseModel):

@@ -93,6 +93,8 @@ class Crossover(BaseModel):
     schema_version: int = CROSSOVER_SCHEMA_VERSION
     candidate: str
     workload: str
+    temperature: float = 0.0
+    """The sampling temperature of the levels compared."""
     levels: tuple[int, ...]
     status: CrossoverStatus
     pays_up_to: int | None
