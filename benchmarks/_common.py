@@ -366,6 +366,7 @@ SECTIONS = (
     "bench_decision_calibration",
     "bench_host_load",
     "bench_sampled_parity",
+    "bench_cpu_sampled",
 )
 """RESULTS.md's sections in document order, each named by the script that writes it: run_all.py's header and
 targets table, then one numbered section per benchmark (its number is its place here)."""

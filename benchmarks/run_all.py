@@ -7,8 +7,9 @@ from those records, and keeps only the scripts' sections, in order: nothing in t
 
 Order: bench_fidelity (whose c=1 TPOT bench_client_overhead compares with), bench_client_overhead,
 bench_selection_cost, bench_engine_startup_decode, with --with-cpu-draft bench_cpu_draft (~40 min and
-~10 GB of models; without it section 5 stays as that script last wrote it), and bench_rerun (the default plan twice,
-~15 min). Every script holds the machine's server lock while it measures.
+~10 GB of models; without it section 5 stays as that script last wrote it), bench_rerun (the default plan twice,
+~15 min), bench_decision_calibration, bench_host_load, bench_sampled_parity and bench_cpu_sampled
+(builtin:cpu-sampled at temperature 0 and 0.7). Every script holds the machine's server lock while it measures.
 
     .venv/bin/python benchmarks/run_all.py [--only bench_fidelity ...] [--with-cpu-draft] [--header-only]
 (`make bench` runs it after `specselect setup`).

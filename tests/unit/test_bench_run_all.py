@@ -76,8 +76,9 @@ def test_run_all_runs_the_scripts_in_order_and_the_slow_one_only_when_asked() ->
         return [line.split()[1] for line in done.stdout.splitlines() if "benchmarks/bench_" in line]
 
     default = ["bench_fidelity", "bench_client_overhead", "bench_selection_cost", "bench_engine_startup_decode",
-               "bench_rerun", "bench_decision_calibration", "bench_host_load", "bench_sampled_parity"]  # fmt: skip
+               "bench_rerun", "bench_decision_calibration", "bench_host_load", "bench_sampled_parity",
+               "bench_cpu_sampled"]  # fmt: skip
     assert dry() == [f"benchmarks/{n}.py" for n in default]
-    assert dry("--with-cpu-draft")[-5:-3] == ["benchmarks/bench_cpu_draft.py", "benchmarks/bench_rerun.py"]
+    assert dry("--with-cpu-draft")[-6:-4] == ["benchmarks/bench_cpu_draft.py", "benchmarks/bench_rerun.py"]
     assert dry("--only", "bench_selection_cost") == ["benchmarks/bench_selection_cost.py"]
     assert dry("--header-only") == []
