@@ -17,7 +17,9 @@ from specselect.evidence.sweeps import Crossover, SweepAnalysis
 
 
 def _group(k: int) -> GroupResult:
-    launch = LaunchRecord.model_construct(speculative_config={"method": "ngram", "num_speculative_tokens": k})
+    launch = LaunchRecord.model_construct(
+        speculative_config={"method": "ngram", "num_speculative_tokens": k}, proposal_length=k
+    )
     return GroupResult.model_construct(group="g1", launch=launch)
 
 
@@ -80,3 +82,15 @@ def test_no_schedule_without_a_crossover_or_on_engines_without_the_setting() -> 
         )
         assert advice.engine_setting is None and advice.engine_setting_note is None, (engine.kind, setup.caps)
     assert concurrency_advice(None, [_group(3)], schedule=lambda ranges: None) == ()
+
+
+def test_a_launch_recorded_before_launches_stated_their_proposal_length_keeps_it() -> None:
+    recorded = {"command": ["vllm"], "served_model": "m", "base_url": "http://127.0.0.1:1", "startup_s": 1.0}
+    vllm = LaunchRecord.model_validate(
+        {**recorded, "speculative_config": {"method": "ngram", "num_speculative_tokens": 4}}
+    )
+    assert vllm.proposal_length == 4
+    sglang = {"speculative_algorithm": "NGRAM", "speculative_num_draft_tokens": 5}
+    assert LaunchRecord.model_validate({**recorded, "speculative_config": sglang}).proposal_length is None
+    stated = LaunchRecord.model_validate({**recorded, "speculative_config": sglang, "proposal_length": 4})
+    assert stated.proposal_length == 4 and "proposal_length" in stated.model_dump()

@@ -161,7 +161,7 @@ def test_sweeps_plot_speedup_against_concurrency_and_proposal_length(tmp_path: P
     sweep = (Cand("g1_ngram_k2", k=2, speed=1.3), Cand("g1_ngram", k=4, speed=1.6))
     page = _render(tmp_path / "k", candidates=sweep)
     figure = page.split('id="fig-proposal-length-copy-c1"', 1)[1].split("</figure>", 1)[0]
-    assert "proposal length (num_speculative_tokens)" in figure and "ngram (prompt_lookup_max=4)" in figure
+    assert "proposal length (num_speculative_tokens)" in figure and "g1_ngram (prompt_lookup_max=4)" in figure
 
 
 def test_environment_and_commands(tmp_path: Path) -> None:

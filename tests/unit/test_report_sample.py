@@ -32,7 +32,8 @@ from specselect.engines.acceptance import SpecTelemetry
 from specselect.evidence.parity import scenario_parity
 from specselect.evidence.pipeline import EvidencePolicy, ScenarioEvidence, scenario_name
 from specselect.evidence.prediction import SpeedupPrediction
-from specselect.evidence.stats import BootstrapPolicy
+from specselect.evidence.stats import BootstrapPolicy, RatioEstimate
+from specselect.evidence.sweeps import LengthSweep, SweepAnalysis, SweepPoint, choose_length
 from specselect.measure.memory import PeakMemory
 from specselect.measure.metrics import summarize
 from specselect.measure.types import CacheSaltPolicy, LoadShape, RequestRecord, SamplingParams, ScenarioSpec
@@ -207,6 +208,41 @@ def _entry(layout: RunLayout, base: GroupResult, cand: GroupResult, concurrency:
     )
 
 
+def _length_sweeps(candidates: tuple[Cand, ...], concurrencies: tuple[int, ...]) -> SweepAnalysis:
+    """Several completed candidates are one proposal-length sweep (the plan entry g1_ngram), chosen per level."""
+    if len({c.k for c in candidates}) < 2:
+        return SweepAnalysis()
+
+    def point(cand: Cand, concurrency: int) -> SweepPoint:
+        speedup = RatioEstimate(
+            metric="throughput",
+            statistic="ratio_of_means",
+            point=cand.speed,
+            low=cand.speed * 0.93,
+            high=cand.speed * 1.07,
+            level=0.95,
+            n_samples=9,
+            n_clusters=3,
+            n_dropped=0,
+            method="fixture",
+            n_resamples=0,
+            seed=0,
+        )
+        return SweepPoint(
+            candidate=cand.name, workload="copy", concurrency=concurrency, proposal_length=cand.k, speedup=speedup
+        )
+
+    lengths = tuple(
+        LengthSweep(
+            sweep="g1_ngram",
+            fixed={"prompt_lookup_max": 4},
+            choice=choose_length([point(c, level) for c in candidates], policy=BootstrapPolicy()),
+        )
+        for level in concurrencies
+    )
+    return SweepAnalysis(lengths=lengths)
+
+
 def _group(name: str, role: str, status: RunStatus, reason: str, **kw: object) -> GroupResult:
     return GroupResult.model_validate(
         {
@@ -300,6 +336,7 @@ def build_run(
         ),
         entries=tuple(entries),
         verdicts=verdicts,
+        sweeps=_length_sweeps(candidates, concurrencies),
     )
     files: dict[str, str] = {}
 

@@ -93,3 +93,39 @@ def test_a_plan_with_kind_sglang_runs_through_the_runner(tmp_path: Path, one_gpu
     assert entries[("g1_eagle3", "general-c1")].parity is not None
     assert entries[("g1_eagle3", "general-c1")].parity.verdict.value == "pass"  # type: ignore[union-attr]
     assert verify_run(out.layout.root).ok
+
+
+def test_an_sglang_length_sweep_gets_proposal_lengths_a_length_choice_and_a_cut_off(
+    tmp_path: Path, one_gpu: None
+) -> None:
+    site = tmp_path / "site"
+    FAKE.install(site, "registry")
+    target = tiny_llama(tmp_path / "target")
+    text = PLAN[: PLAN.index("[[candidates]]")] + (
+        '[[candidates]]\nname = "g2_ngram"\nfamily = "ngram"\nnum_speculative_tokens = [2, 3]\n'
+    )
+    text = text.replace("repeats = 2\n", "repeats = 2\nconcurrency = [1, 2]\nearly_stop = false\n")
+    text = text.replace("MODEL", str(target)).replace("ENGINE_PY", sys.executable).replace("SITE", str(site))
+    (tmp_path / "plan.toml").write_text(text)
+    opts = RunOptions(plan_ref=str(tmp_path / "plan.toml"), results_dir=tmp_path / "res", home=tmp_path / "home")
+    out = run_plan(opts, SilentProgress())
+
+    # The SGLang engine states each launch's proposal length; its own arguments name it otherwise (k + 1 wide).
+    assert [(g.group, g.proposal_length) for g in out.groups] == [
+        ("g0_target_only", None),
+        ("g2_ngram.k2", 2),
+        ("g2_ngram.k3", 3),
+    ]
+    k3 = out.groups[2].launch
+    assert k3 is not None and k3.command[k3.command.index("--speculative-num-draft-tokens") + 1] == "4"
+    sweeps = out.evidence.sweeps  # type: ignore[union-attr]
+    assert sweeps is not None
+    assert sorted((s.choice.workload, s.choice.concurrency) for s in sweeps.lengths) == [("general", 1), ("general", 2)]
+    assert all([row.length for row in s.choice.per_length] == [2, 3] for s in sweeps.lengths)
+    assert sorted((c.candidate, c.levels) for c in sweeps.crossovers) == [
+        ("g2_ngram.k2", (1, 2)),
+        ("g2_ngram.k3", (1, 2)),
+    ]
+    handoff = out.handoff
+    assert handoff is not None and len(handoff.proposal_lengths) == 2 and len(handoff.concurrency_limits) == 2
+    assert verify_run(out.layout.root).ok

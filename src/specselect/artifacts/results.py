@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from specselect.artifacts.docbase import RESULTS_SCHEMA_VERSION, ResultsDocument
 from specselect.artifacts.handoff.document import (
@@ -28,7 +28,7 @@ from specselect.core.gates import AdmissionInput, AdmissionResult
 from specselect.core.pairing import MemoryFigure
 from specselect.core.status import RunStatus
 from specselect.engines.acceptance import SpecTelemetry
-from specselect.engines.base import ReleaseCheck, SanityResult
+from specselect.engines.base import ReleaseCheck, SanityResult, recorded_proposal_length
 from specselect.engines.capabilities import AnyCapabilities
 from specselect.engines.endpoints import EndpointProbe, TrafficCheck
 from specselect.evidence.pipeline import Evidence, EvidencePolicy, ScenarioEvidence
@@ -125,9 +125,21 @@ class LaunchRecord(BaseModel):
 
     command: tuple[str, ...]
     speculative_config: dict[str, Any] | None
+    """The engine's own speculative configuration, as it launched (read by nothing above the engines)."""
     served_model: str
     base_url: str
     startup_s: float | None
+    proposal_length: int | None = None
+    """Tokens proposed per verify step as launched, in every engine's terms; None: target-only or the engine's
+    default."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _stated_by_older_launches(cls, data: Any) -> Any:
+        # Records written before launches stated their proposal length kept it in the engine's config only.
+        if isinstance(data, dict) and "proposal_length" not in data:
+            return {**data, "proposal_length": recorded_proposal_length(data.get("speculative_config"))}
+        return data
 
 
 class ScenarioRun(BaseModel):
@@ -279,10 +291,8 @@ class GroupResult(ResultsDocument, ServerLife):
 
     @property
     def proposal_length(self) -> int | None:
-        """`num_speculative_tokens` of the speculative config the group launched with, if any."""
-        config = self.launch.speculative_config if self.launch is not None else None
-        k = config.get("num_speculative_tokens") if config else None
-        return k if isinstance(k, int) and not isinstance(k, bool) else None
+        """Tokens proposed per verify step as the group launched, if it launched speculating."""
+        return self.launch.proposal_length if self.launch is not None else None
 
 
 class ManifestGroup(BaseModel):

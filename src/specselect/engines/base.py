@@ -47,6 +47,7 @@ __all__ = [
     "ServingHandle",
     "Session",
     "TrafficGuard",
+    "recorded_proposal_length",
 ]
 
 ProgressFn = Callable[[str], None]
@@ -54,6 +55,14 @@ ProgressFn = Callable[[str], None]
 
 Finding = tuple[Literal["error", "warning", "info"], str, str]
 """One configuration-audit finding: (severity, stable snake_case code, message)."""
+
+
+def recorded_proposal_length(speculative_config: Mapping[str, Any] | None) -> int | None:
+    """The proposal length of a launch recorded before launches stated it (`RunningServer.proposal_length`):
+    then only vLLM's speculative config held it, as `num_speculative_tokens`; other engines' records stay
+    without one."""
+    k = speculative_config.get("num_speculative_tokens") if speculative_config else None
+    return k if isinstance(k, int) and not isinstance(k, bool) else None
 
 
 class LaunchSpec(BaseModel):
@@ -80,6 +89,9 @@ class LaunchSpec(BaseModel):
     """0 picks a free port."""
     speculative_config: dict[str, Any] | None = None
     """The engine's exact speculative configuration; None runs target-only."""
+    proposal_length: int | None = Field(default=None, ge=1)
+    """Tokens proposed per verify step as launched, in every engine's terms (the candidate's
+    num_speculative_tokens); None runs target-only or leaves it to the engine."""
     per_request_spec_metrics: bool = False
     """Ask for per-request acceptance metrics; set only when the engine probe found the flag."""
     disable_prefix_caching: bool = False
@@ -119,6 +131,8 @@ class RunningServer(BaseModel):
     command: tuple[str, ...]
     """The argv with secrets replaced by `***`."""
     spec_config: dict[str, Any] | None = None
+    proposal_length: int | None = None
+    """Tokens proposed per verify step as launched (`LaunchSpec.proposal_length`): engine-neutral."""
     startup_s: float | None = None
     api_key_env: str | None = None
 

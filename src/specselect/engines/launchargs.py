@@ -114,6 +114,7 @@ def server_options(
         port=spec.port,
         env=env,
         spec_config=spec.speculative_config,
+        proposal_length=spec.proposal_length,
         api_key_env=spec.api_key_env,
         name=name,
         startup_timeout_s=spec.startup_timeout_s,

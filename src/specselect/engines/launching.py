@@ -115,6 +115,7 @@ def group_launch_spec(
         host=eng.host,
         port=eng.port,
         speculative_config=speculative_config,
+        proposal_length=cand.num_speculative_tokens if speculative_config is not None else None,
         per_request_spec_metrics=per_request_spec_metrics and speculative_config is not None,
         disable_prefix_caching=options.disable_prefix_caching,
         api_key_env=eng.api_key_env,

@@ -109,6 +109,8 @@ class ServerOptions:
     env: Mapping[str, str] = field(default_factory=dict)
     spec_config: dict[str, Any] | None = None
     """Recorded with the running server (the argv carries it)."""
+    proposal_length: int | None = None
+    """Recorded with the running server: tokens proposed per verify step, engine-neutral."""
     api_key_env: str | None = None
     name: str = "server"
     startup_timeout_s: float = 600.0
@@ -131,6 +133,7 @@ class ServerProcess(AbstractContextManager[RunningServer]):
         self._port = options.port
         self._extra_env = dict(options.env)
         self._spec_config = options.spec_config
+        self._proposal_length = options.proposal_length
         self._api_key_env = options.api_key_env
         self._name = options.name
         self._startup_timeout_s = options.startup_timeout_s
@@ -180,6 +183,7 @@ class ServerProcess(AbstractContextManager[RunningServer]):
                     log_path=self._log_path,
                     command=redact_argv(argv, self._secrets),
                     spec_config=self._spec_config,
+                    proposal_length=self._proposal_length,
                     startup_s=round(time.monotonic() - started, 3),
                     api_key_env=self._api_key_env,
                 )

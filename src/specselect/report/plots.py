@@ -249,14 +249,16 @@ def _proposal_x(data: ReportData, entry: ScenarioEvidence) -> float | None:
     return None if k is None else float(k)
 
 
-def _sweep_key(group: GroupResult | None) -> str | None:
-    """Candidates with equal keys differ only in their proposal length (same method, options and proposer)."""
-    if group is None or group.launch is None or not group.launch.speculative_config:
-        return None
-    rest = {k: v for k, v in group.launch.speculative_config.items() if k != "num_speculative_tokens"}
-    options = ", ".join(f"{k}={v}" for k, v in sorted(rest.items()) if k not in ("method", "model"))
-    method = rest.get("method") or group.family
-    return f"{method} ({options})" if options else str(method)
+def _length_series(data: ReportData) -> dict[str, str]:
+    """Candidate -> the length sweep it belongs to (its plan entry and the other swept options), from the
+    evidence's length choices: the candidates of one series differ only in their proposal length."""
+    sweeps = data.evidence.sweeps if data.evidence is not None else None
+    out: dict[str, str] = {}
+    for s in sweeps.lengths if sweeps is not None else ():
+        fixed = ", ".join(f"{k}={v}" for k, v in sorted(s.fixed.items()))
+        for row in s.choice.per_length:
+            out[row.candidate] = f"{s.sweep} ({fixed})" if fixed else s.sweep
+    return out
 
 
 def _sweep_section(
@@ -345,6 +347,7 @@ def build_plots(data: ReportData) -> Plots:
             series_of=lambda e: e.candidate,
         )
     )
+    series = _length_series(data)
     sections.append(
         _sweep_section(
             data,
@@ -354,7 +357,7 @@ def build_plots(data: ReportData) -> Plots:
             x_label="proposal length (num_speculative_tokens)",
             chart_of=lambda e: e.scenario,
             x_of=lambda e: _proposal_x(data, e),
-            series_of=lambda e: _sweep_key(data.group(e.candidate)),
+            series_of=lambda e: series.get(e.candidate),
         )
     )
     return Plots(tuple(s for s in sections if s is not None), tuple(omitted))

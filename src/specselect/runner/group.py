@@ -80,6 +80,7 @@ def launch_record(server: RunningServer) -> LaunchRecord:
     return LaunchRecord(
         command=server.command,
         speculative_config=server.spec_config,
+        proposal_length=server.proposal_length,
         served_model=server.served_model,
         base_url=server.base_url,
         startup_s=server.startup_s,
