@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from specselect.common.fileio import atomic_write_text
 from specselect.engines.base import LaunchSpec
-from specselect.measure import Endpoint
+from specselect.records.measurement import Endpoint
 from specselect.workloads.model import WorkloadItem
 
 __all__ = [

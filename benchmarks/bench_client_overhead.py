@@ -61,7 +61,8 @@ from _common import (
     write_sharegpt_prompts,
 )
 from bench_fidelity import ENGINE_TPOT
-from specselect.measure import Endpoint, ScenarioSpec, e2e_ms, run_load, tpot_ms, ttft_ms
+from specselect.measure import e2e_ms, run_load, tpot_ms, ttft_ms
+from specselect.records.measurement import Endpoint, ScenarioSpec
 from specselect.workloads.model import ChatMessage, WorkloadItem
 
 N_ITEMS = 64

@@ -47,13 +47,14 @@ from _common import (
     ratio,
     server_lock,
 )
-from specselect.engines.acceptance import SpecTelemetry, build_spec_telemetry, summarize_per_request
 from specselect.engines.base import LaunchSpec, Proposal, RunningServer
 from specselect.engines.prometheus import MetricsSnapshot
 from specselect.engines.vllm.engine import VllmEngine
 from specselect.engines.vllm.specconfig import build_speculative_config
 from specselect.engines.vllm.telemetry import spec_decode_delta
-from specselect.measure import Endpoint, SamplingParams, ScenarioSpec, e2e_ms, run_load, ttft_ms
+from specselect.measure import e2e_ms, run_load, ttft_ms
+from specselect.records.measurement import Endpoint, SamplingParams, ScenarioSpec
+from specselect.records.telemetry import SpecTelemetry, build_spec_telemetry, summarize_per_request
 from specselect.workloads.loader import load_workload
 from specselect.workloads.model import Workload
 
@@ -73,6 +74,7 @@ def measure_workload(
             workload.items,
             ScenarioSpec(scenario=f"{name}-c1", warmup=1, repeats=repeats, sampling=sampling),
             before_measured=lambda: snapshots.append(engine.snapshot(server)),
+            read_spec_metrics=engine.request_spec_metrics,
         )
     )
     after = engine.snapshot(server)
@@ -83,7 +85,7 @@ def measure_workload(
     seconds = [((e2e_ms(r) or 0.0) - (ttft_ms(r) or 0.0)) / 1000 for r in measured]
     telemetry = build_spec_telemetry(
         spec_decode_delta(snapshots[0], after, server.served_model),
-        summarize_per_request(r.spec_metrics for r in measured),
+        summarize_per_request(r.speculative for r in measured),
     )
     return {
         "decode_tok_s": result.summary.decode_tok_s.p50,

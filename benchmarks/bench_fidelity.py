@@ -51,7 +51,8 @@ from _common import (
     write_sharegpt_prompts,
 )
 from specselect.engines.base import LaunchSpec
-from specselect.measure import Endpoint, SamplingParams, ScenarioSpec, request_order, run_load
+from specselect.measure import request_order, run_load
+from specselect.records.measurement import Endpoint, SamplingParams, ScenarioSpec
 from specselect.workloads.loader import load_workload
 from specselect.workloads.model import WorkloadItem
 

@@ -42,9 +42,10 @@ from _common import (
 )
 from specselect.engines.base import RunningServer
 from specselect.engines.vllm.engine import VllmEngine
-from specselect.measure import Endpoint, SamplingParams, ScenarioSpec, run_load
+from specselect.measure import run_load
 from specselect.measure.hostload import HostLoadMeter
 from specselect.plan.sections import DEFAULT_MAX_HOST_FOREIGN_CPU_SHARE
+from specselect.records.measurement import Endpoint, SamplingParams, ScenarioSpec
 from specselect.workloads.loader import load_workload
 from specselect.workloads.model import Workload
 

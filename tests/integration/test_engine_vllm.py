@@ -16,16 +16,17 @@ from typing import Any
 import psutil
 import pytest
 
-from specselect.engines.acceptance import SpecTelemetry, build_spec_telemetry, summarize_per_request
 from specselect.engines.base import LaunchSpec, Proposal, ReleaseCheck, RunningServer, SanityResult
 from specselect.engines.http import local_request, port_is_free
 from specselect.engines.vllm.engine import VllmEngine
 from specselect.engines.vllm.specconfig import build_speculative_config
-from specselect.engines.vllm.telemetry import spec_decode_delta
+from specselect.engines.vllm.telemetry import request_spec_metrics, spec_decode_delta
 from specselect.errors import ServerStartError
-from specselect.measure import Endpoint, SamplingParams, ScenarioSpec, run_load
-from specselect.measure.memory import PeakMemory, PeakMemorySampler
-from specselect.measure.types import ScenarioResult
+from specselect.measure import run_load
+from specselect.measure.memory import PeakMemorySampler
+from specselect.records.measurement import Endpoint, SamplingParams, ScenarioResult, ScenarioSpec
+from specselect.records.memory import PeakMemory
+from specselect.records.telemetry import SpecTelemetry, build_spec_telemetry, summarize_per_request
 from specselect.workloads import load_workload
 
 pytestmark = pytest.mark.integration
@@ -106,7 +107,8 @@ def observed(vllm_engine: VllmEngine, cpu_launch_spec: LaunchSpecFactory) -> dic
             after = vllm_engine.snapshot(server)
             loads = _measure(server) if cfg is None else {}
         telemetry = build_spec_telemetry(
-            spec_decode_delta(before, after, server.served_model), summarize_per_request(per_request)
+            spec_decode_delta(before, after, server.served_model),
+            summarize_per_request(None if r is None else request_spec_metrics({"metrics": r}) for r in per_request),
         )
         results[group] = Observed(server, sanity, same, telemetry, per_request, launcher.release_check, loads)
     return results

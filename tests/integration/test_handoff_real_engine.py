@@ -24,8 +24,8 @@ from specselect.engines.vllm.engine import VllmEngine
 from specselect.engines.vllm.envsetup import EngineEnv
 from specselect.evidence.regression import acceptance_problems
 from specselect.measure import run_load
-from specselect.measure.types import CacheSaltPolicy, Endpoint, SamplingParams, ScenarioSpec
 from specselect.plan import load_plan
+from specselect.records.measurement import CacheSaltPolicy, Endpoint, SamplingParams, ScenarioSpec
 from specselect.workloads.loader import load_workload
 
 pytestmark = pytest.mark.integration

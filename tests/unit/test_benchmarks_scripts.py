@@ -20,7 +20,8 @@ from specselect.artifacts.results import GroupLaunch
 from specselect.core.status import RunStatus
 from specselect.engines.base import ReleaseCheck
 from specselect.evidence.rounds.estimate import RoundEstimate
-from specselect.measure import CacheSaltPolicy, Endpoint, SamplingParams, ScenarioSpec, plan_requests
+from specselect.measure import plan_requests
+from specselect.records.measurement import CacheSaltPolicy, Endpoint, SamplingParams, ScenarioSpec
 from specselect.report.data import load_report_data
 from specselect.workloads.loader import load_workload
 
@@ -222,7 +223,7 @@ def test_selection_cost_reports_the_decisions_from_the_evidence(
 
 def test_engine_gain_table_prints_ideal_speedup(bench: ModuleType, capsys: pytest.CaptureFixture[str]) -> None:
     engine = _load("bench_engine_startup_decode")
-    from specselect.engines.acceptance import SpecTelemetry
+    from specselect.records.telemetry import SpecTelemetry
 
     def tel(rate: float, length: float) -> SpecTelemetry:
         return SpecTelemetry.model_construct(acceptance_rate=rate, mean_acceptance_length=length)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from specselect.evidence.categories import UNCATEGORIZED, acceptance_summary, category_breakdown
-from specselect.evidence.samples import RequestPair, RequestSample, RequestSpecMetrics
+from specselect.evidence.samples import RequestPair, RequestSample
 from specselect.evidence.stats import BootstrapPolicy
+from specselect.records.telemetry import RequestSpecMetrics
 
 POLICY = BootstrapPolicy(n_resamples=300)
 

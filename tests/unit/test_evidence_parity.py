@@ -20,7 +20,7 @@ from specselect.evidence.parity import (
     scenario_parity,
 )
 from specselect.evidence.samples import RequestKey
-from specselect.measure.types import ErrorKind, RequestRecord
+from specselect.records.measurement import ErrorKind, RequestRecord
 
 
 def test_equal_tokens() -> None:

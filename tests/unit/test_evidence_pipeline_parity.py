@@ -8,12 +8,12 @@ from typing import Any
 import pytest
 from test_evidence_pipeline_tracks import KEY, TOKENS, Store, candidate_run, evidence, group, records, scenario_run
 
-from specselect.engines.acceptance import SpecTelemetry
-from specselect.engines.endpoints import IdleWindow, TrafficCheck
 from specselect.evidence.parity import pass_logprobs
 from specselect.evidence.pipeline import CONTAMINATION_RULE, MISSING_UNCONTAMINATED, ParityPassPolicy
-from specselect.measure.hostload import HostLoad
-from specselect.measure.types import RequestRecord
+from specselect.records.endpoints import IdleWindow, TrafficCheck
+from specselect.records.host import HostLoad
+from specselect.records.measurement import RequestRecord
+from specselect.records.telemetry import SpecTelemetry
 
 PASS = f"{KEY.name}.parity"
 FLAT = (-0.1, -5.0)

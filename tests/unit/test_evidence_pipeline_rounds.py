@@ -14,13 +14,13 @@ from test_evidence_pipeline_tracks import records as one_launch_records
 from specselect.artifacts.results import GroupLaunch, GroupResult
 from specselect.core.decision import Thresholds
 from specselect.core.status import RunStatus
-from specselect.engines.acceptance import SpecTelemetry
 from specselect.evidence.pipeline import Evidence, EvidenceSettings, InMemoryRecords, build_evidence
 from specselect.evidence.rounds.design import LookSchedule
 from specselect.evidence.stats import BootstrapPolicy
-from specselect.measure.hostload import HostLoad
-from specselect.measure.memory import PeakMemory
-from specselect.measure.types import RequestRecord
+from specselect.records.host import HostLoad
+from specselect.records.measurement import RequestRecord
+from specselect.records.memory import PeakMemory
+from specselect.records.telemetry import SpecTelemetry
 
 REPEATS = 2
 BASELINE = "g0_target_only"

@@ -14,7 +14,7 @@ from specselect.artifacts.results import EvidenceFile, Manifest
 from specselect.evidence.pipeline import ScenarioEvidence, ScenarioKey
 from specselect.evidence.sampled_parity import Sample, SampledParityPolicy
 from specselect.evidence.sampling_model import SamplerSettings, SyntheticModel
-from specselect.measure.types import RequestRecord, TokenLogprob
+from specselect.records.measurement import RequestRecord, TokenLogprob
 from specselect.report.console import DECISION_COLUMNS, decision_rows
 from specselect.report.data import ReportData
 from specselect.report.evidence_tables import distribution_spec

@@ -10,7 +10,6 @@ from specselect.artifacts.handoff.build import HandoffInputs, build_handoff
 from specselect.artifacts.results import EvidenceFile, GroupLaunch, GroupResult, ScenarioRun
 from specselect.core.decision import Thresholds
 from specselect.core.status import RunStatus
-from specselect.engines.acceptance import SpecTelemetry
 from specselect.evidence.pipeline import (
     TRACK_RULE,
     EvidenceSettings,
@@ -21,10 +20,11 @@ from specselect.evidence.pipeline import (
 )
 from specselect.evidence.sampled_parity import SampledParityPolicy
 from specselect.evidence.stats import BootstrapPolicy
-from specselect.measure.memory import PeakMemory
 from specselect.measure.metrics import summarize
-from specselect.measure.types import CacheSaltPolicy, LoadShape, RequestRecord, ScenarioSpec, TokenLogprob
 from specselect.plan import Plan
+from specselect.records.measurement import CacheSaltPolicy, LoadShape, RequestRecord, ScenarioSpec, TokenLogprob
+from specselect.records.memory import PeakMemory
+from specselect.records.telemetry import SpecTelemetry
 from specselect.workloads.model import WorkloadIdentity
 
 ITEMS = ("a", "b", "c", "d")

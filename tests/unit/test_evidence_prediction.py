@@ -22,7 +22,8 @@ from specselect.evidence.prediction import (
     predict_speedup,
     verify_cost_from_prefill,
 )
-from specselect.evidence.samples import RequestPair, RequestSample, RequestSpecMetrics
+from specselect.evidence.samples import RequestPair, RequestSample
+from specselect.records.telemetry import RequestSpecMetrics
 
 
 def test_iid_formula_by_hand() -> None:

@@ -13,7 +13,8 @@ from specselect.evidence.regression import (
     speedup_problem,
 )
 from specselect.evidence.stats import BootstrapPolicy
-from specselect.measure.types import RequestRecord
+from specselect.records.measurement import RequestRecord
+from specselect.records.telemetry import RequestSpecMetrics
 
 POLICY = BootstrapPolicy(n_resamples=500)
 
@@ -24,15 +25,13 @@ def _record(item: str, repeat: int, histogram: list[int] | None, *, warmup: bool
         steps = sum(histogram)
         accepted = sum(i * n for i, n in enumerate(histogram))
         k = len(histogram) - 1
-        metrics = {
-            "speculative_decoding": {
-                "acceptance_histogram": histogram,
-                "num_spec_steps": steps,
-                "num_draft_tokens": steps * k,
-                "num_accepted_draft_tokens": accepted,
-                "num_spec_tokens": k,
-            }
-        }
+        metrics = RequestSpecMetrics(
+            acceptance_histogram=tuple(histogram),
+            num_spec_steps=steps,
+            num_draft_tokens=steps * k,
+            num_accepted_draft_tokens=accepted,
+            proposal_length=k,
+        )
     return RequestRecord(
         request_id=f"{item}:{repeat}",
         item_id=item,
@@ -47,7 +46,7 @@ def _record(item: str, repeat: int, histogram: list[int] | None, *, warmup: bool
         completion_tokens=32,
         output_text="x",
         finish_reason="length",
-        spec_metrics=metrics,
+        speculative=metrics,
     )
 
 

@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 import pytest
 
 from specselect.evidence.samples import (
     RequestSample,
-    RequestSpecMetrics,
     pair_by_launch,
     pair_requests,
     sample_from_record,
     samples_from_records,
-    spec_metrics_from_raw,
 )
+from specselect.records.telemetry import RequestSpecMetrics
 
 
 @dataclass(frozen=True)
@@ -31,13 +28,13 @@ class Record:
     prompt_tokens: int | None = 20
     completion_tokens: int | None = 64
     output_text: str | None = "out"
-    spec_metrics: Mapping[str, Any] | None = field(default=None)
+    speculative: RequestSpecMetrics | None = field(default=None)
     error: str | None = None
 
 
 def test_sample_from_record_times_and_spec_metrics() -> None:
-    raw = {"speculative_decoding": {"num_spec_steps": 16, "num_draft_tokens": 80, "num_accepted_draft_tokens": 47}}
-    sample = sample_from_record(Record("a", 1, spec_metrics=raw), category="code")
+    counts = RequestSpecMetrics(num_spec_steps=16, num_draft_tokens=80, num_accepted_draft_tokens=47)
+    sample = sample_from_record(Record("a", 1, speculative=counts), category="code")
     assert sample is not None
     assert sample.ttft_s == pytest.approx(0.2)
     assert sample.e2e_s == pytest.approx(2.0)
@@ -59,16 +56,6 @@ def test_missing_first_token_leaves_ttft_and_decode_null() -> None:
     assert sample.ttft_s is None
     assert sample.decode_s is None
     assert sample.e2e_s == pytest.approx(2.0)
-
-
-@pytest.mark.parametrize("raw", [None, {}, {"speculative_decoding": None}, {"other": 1}, "junk"])
-def test_spec_metrics_absent(raw: Any) -> None:
-    assert spec_metrics_from_raw(raw) is None
-
-
-def test_spec_metrics_inner_object_and_junk_values() -> None:
-    parsed = spec_metrics_from_raw({"num_spec_steps": 3.0, "num_draft_tokens": "x", "mean_acceptance_length": 2.5})
-    assert parsed == RequestSpecMetrics(num_spec_steps=3, mean_acceptance_length=2.5)
 
 
 def test_pairing_sorted_with_unpaired_and_duplicates() -> None:

@@ -12,7 +12,7 @@ from test_evidence_pipeline_rounds import evidence, settings
 from test_sweep_analysis_crossover import est
 
 from specselect.evidence.rounds.estimate import pair_estimate
-from specselect.evidence.samples import RequestPair, RequestSample, RequestSpecMetrics
+from specselect.evidence.samples import RequestPair, RequestSample
 from specselect.evidence.segments import (
     SEGMENT_RULE,
     InputLengthSegments,
@@ -23,7 +23,8 @@ from specselect.evidence.segments import (
     speedup_outcome,
 )
 from specselect.evidence.stats import BootstrapPolicy, throughput_speedup
-from specselect.measure.types import RequestRecord
+from specselect.records.measurement import RequestRecord
+from specselect.records.telemetry import RequestSpecMetrics
 
 BOOT = BootstrapPolicy(n_resamples=400, seed=3)
 POLICY = SegmentPolicy(min_speedup=1.10)

@@ -20,11 +20,11 @@ import tomli_w
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from specselect.engines.acceptance import SpecDecodeCounters
 from specselect.engines.prometheus import parse_prometheus
 from specselect.engines.vllm.telemetry import spec_decode_delta
 from specselect.errors import PlanError, ProtocolError, WorkloadError
 from specselect.plan import LoadedPlan, parse_plan_text
+from specselect.records.telemetry import SpecDecodeCounters
 from specselect.workloads import load_workload
 from specselect.workloads.reader import ParsedFile, parse_workload_bytes
 

@@ -17,16 +17,10 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests.stubs is test support, not in the package
 from tests.stubs.openai_stub import StubBehavior, StubServer
 
+from specselect.engines.vllm.telemetry import request_spec_metrics
 from specselect.errors import ConfigError
-from specselect.measure import (
-    Endpoint,
-    ErrorKind,
-    LoadShape,
-    SamplingParams,
-    ScenarioResult,
-    ScenarioSpec,
-    run_load,
-)
+from specselect.measure import run_load
+from specselect.records.measurement import Endpoint, ErrorKind, LoadShape, SamplingParams, ScenarioResult, ScenarioSpec
 from specselect.workloads.model import ChatMessage, WorkloadItem
 
 
@@ -45,7 +39,7 @@ def _item(i: int | str, directive: dict[str, Any] | None = None, *, prompt: bool
 
 def _run(endpoint: Endpoint, items: list[WorkloadItem], **kw: Any) -> ScenarioResult:
     kw.setdefault("scenario", "s")
-    hooks = {name: kw.pop(name) for name in ("progress", "before_measured") if name in kw}
+    hooks = {name: kw.pop(name) for name in ("progress", "before_measured", "read_spec_metrics") if name in kw}
     return asyncio.run(run_load(endpoint, items, ScenarioSpec(**kw), **hooks))
 
 
@@ -151,14 +145,17 @@ def test_completions_api_token_ids_spec_metrics_and_usage_only_at_end(stub: Stub
         _item("a", {"spec_metrics": True}, prompt=True),
         _item("b", {"usage_per_chunk": False, "tokens_per_chunk": 2}, prompt=True),
     ]
-    result = _run(_endpoint(stub, api="completions"), items, sampling=SamplingParams(return_token_ids=True))
+    sampling = SamplingParams(return_token_ids=True)
+    result = _run(_endpoint(stub, api="completions"), items, sampling=sampling, read_spec_metrics=request_spec_metrics)
     a, b = (next(r for r in result.records if r.item_id == k) for k in "ab")
     assert a.ok
     assert b.ok
     assert a.output_text == " t0 t1 t2 t3 t4 t5"
     assert a.output_token_ids == [0, 1, 2, 3, 4, 5]
-    assert a.spec_metrics is not None
-    assert a.spec_metrics["speculative_decoding"]["num_draft_tokens"] == 12
+    assert a.engine_fields is not None
+    assert a.engine_fields["metrics"]["speculative_decoding"]["num_draft_tokens"] == 12
+    assert a.speculative is not None and a.speculative.num_draft_tokens == 12
+    assert b.engine_fields is None and b.speculative is None
     assert a.chunk_tokens == [1] * 6
     assert b.chunk_tokens == [2, 2, 2]  # from token ids, since per-chunk usage is off
     assert b.completion_tokens == 6

@@ -9,23 +9,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from specselect.measure import (
-    CacheSaltPolicy,
-    ErrorKind,
-    LoadShape,
-    RequestRecord,
-    ScenarioSpec,
-    decode_tok_s,
-    e2e_ms,
-    itl_ms,
-    stats_of,
-    summarize,
-    tpot_ms,
-    ttft_ms,
-)
+from specselect.engines.vllm.telemetry import request_spec_metrics
+from specselect.measure import decode_tok_s, e2e_ms, itl_ms, stats_of, summarize, tpot_ms, ttft_ms
 from specselect.measure.client import RawExchange
 from specselect.measure.schedule import PlannedRequest
 from specselect.measure.stream import build_record, split_events
+from specselect.records.measurement import CacheSaltPolicy, ErrorKind, LoadShape, RequestRecord, ScenarioSpec
+from specselect.records.telemetry import RequestSpecMetrics, SpecMetricsReader
 
 
 def _sse(obj: Any) -> bytes:
@@ -45,8 +35,16 @@ def _raw(reads: list[tuple[float, bytes]], *, send: float = 10.0, end: float | N
     return RawExchange(planned, send_time=send, end_time=end or reads[-1][0], status=200, reads=reads)
 
 
-def _record(reads: list[tuple[float, bytes]], api: str = "chat", **kw: Any) -> RequestRecord:
-    return build_record(_raw(reads, **kw), scenario="s", api=api, t0=10.0)  # type: ignore[arg-type]
+def _record(
+    reads: list[tuple[float, bytes]], api: str = "chat", read_spec_metrics: SpecMetricsReader | None = None, **kw: Any
+) -> RequestRecord:
+    return build_record(
+        _raw(reads, **kw),
+        scenario="s",
+        api=api,  # type: ignore[arg-type]
+        t0=10.0,
+        read_spec_metrics=read_spec_metrics,
+    )
 
 
 def test_an_event_split_across_reads_gets_the_time_of_the_read_that_completed_it() -> None:
@@ -103,7 +101,10 @@ def test_spec_metrics_and_logprobs_are_kept() -> None:
     first = {"choices": [{"index": 0, "delta": {"content": "a"}, "logprobs": lp, "finish_reason": "length"}]}
     final = {"choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": 1}, "metrics": spec}
     rec = _record([(10.1, _sse(first)), (10.2, _sse(final) + b"data: [DONE]\n\n")])
-    assert rec.spec_metrics == spec
+    assert rec.engine_fields == {"metrics": spec}  # kept as sent; no reader, so no counts
+    assert rec.speculative is None
+    read = _record([(10.2, _sse(final) + b"data: [DONE]\n\n")], read_spec_metrics=request_spec_metrics)
+    assert read.speculative == RequestSpecMetrics(num_draft_tokens=12, num_accepted_draft_tokens=6)
     assert rec.logprobs is not None
     assert rec.logprobs[0].token == "a"
     assert rec.logprobs[0].top == (("a", -0.1),)

@@ -9,19 +9,8 @@ import pytest
 
 from specselect.common.canonical import canonical_sha256
 from specselect.errors import ConfigError
-from specselect.measure import (
-    CacheSaltPolicy,
-    Endpoint,
-    LoadShape,
-    PlannedRequest,
-    SamplingParams,
-    ScenarioSpec,
-    arrival_offsets,
-    build_body,
-    cache_salt,
-    plan_requests,
-    request_order,
-)
+from specselect.measure import PlannedRequest, arrival_offsets, build_body, cache_salt, plan_requests, request_order
+from specselect.records.measurement import CacheSaltPolicy, Endpoint, LoadShape, SamplingParams, ScenarioSpec
 from specselect.workloads.model import ChatMessage, WorkloadItem
 
 CHAT = Endpoint(base_url="http://127.0.0.1:1/", model="m")

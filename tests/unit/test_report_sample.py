@@ -28,15 +28,15 @@ from specselect.common.fileio import atomic_write_model, sha256_file
 from specselect.core.decision import SpeedupInterval, decide, summarize_verdict
 from specselect.core.pairing import SideMetrics, build_pair_evidence
 from specselect.core.status import RunStatus
-from specselect.engines.acceptance import SpecTelemetry
 from specselect.evidence.parity import scenario_parity
 from specselect.evidence.pipeline import EvidencePolicy, ScenarioEvidence, scenario_name
 from specselect.evidence.prediction import SpeedupPrediction
 from specselect.evidence.stats import BootstrapPolicy, RatioEstimate
 from specselect.evidence.sweeps import LengthSweep, SweepAnalysis, SweepPoint, choose_length
-from specselect.measure.memory import PeakMemory
 from specselect.measure.metrics import summarize
-from specselect.measure.types import CacheSaltPolicy, LoadShape, RequestRecord, SamplingParams, ScenarioSpec
+from specselect.records.measurement import CacheSaltPolicy, LoadShape, RequestRecord, SamplingParams, ScenarioSpec
+from specselect.records.memory import PeakMemory
+from specselect.records.telemetry import SpecTelemetry
 
 ITEMS = ("copy-01", "copy-02", "copy-03")
 

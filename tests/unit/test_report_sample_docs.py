@@ -18,7 +18,7 @@ from specselect.core.decision import Thresholds
 from specselect.core.gates import AdmissionInput, GateCheck, admit
 from specselect.core.status import Decision
 from specselect.evidence.pipeline import scenario_name
-from specselect.measure.types import SamplingParams
+from specselect.records.measurement import SamplingParams
 from specselect.workloads.model import WorkloadIdentity
 
 SNAPSHOT = "a" * 64

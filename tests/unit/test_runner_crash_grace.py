@@ -8,7 +8,7 @@ import pytest
 
 from specselect.engines.base import SanityResult, Session
 from specselect.errors import ServerCrashedError, ServerTimeoutError
-from specselect.measure.types import ErrorKind, RequestRecord
+from specselect.records.measurement import ErrorKind, RequestRecord
 from specselect.runner import scenario as scenario_mod
 from specselect.runner.scenario import _check_alive_after, _check_some_succeeded
 
@@ -46,6 +46,7 @@ def _serving(check_alive: object) -> Session:
         api_key_env=None,
         snapshot=lambda: None,  # type: ignore[arg-type,return-value]
         spec_counters=lambda before, after: None,  # type: ignore[arg-type,return-value]
+        request_spec_metrics=lambda fields: None,
         check_alive=check_alive,  # type: ignore[arg-type]
         log_location="server.log",
         log_tail=lambda: None,

@@ -14,14 +14,15 @@ from specselect.artifacts.results import GroupResult
 from specselect.artifacts.store import load_document, load_records
 from specselect.artifacts.verify import verify_run
 from specselect.engines import create_engine
-from specselect.engines.acceptance import SpecDecodeCounters
 from specselect.engines.base import SanityResult, Session
 from specselect.engines.openai.engine import AttachedServer, OpenAIEndpointEngine
 from specselect.engines.openai.traffic import EndpointTrafficGuard, idle_window, judge_traffic
 from specselect.engines.prometheus import MetricSample, MetricsSnapshot
+from specselect.engines.vllm.telemetry import request_spec_metrics
 from specselect.evidence.pipeline import InMemoryRecords
-from specselect.measure.types import ErrorKind, RequestRecord
 from specselect.plan import load_plan
+from specselect.records.measurement import ErrorKind, RequestRecord
+from specselect.records.telemetry import SpecDecodeCounters
 from specselect.runner.preflight import run_preflight
 from specselect.runner.progress import SilentProgress
 from specselect.runner.run import RunOptions, run_plan
@@ -68,6 +69,7 @@ def _serving(stub: StubServer, scrapes: list[MetricsSnapshot], slept: list[float
         api_key_env=None,
         snapshot=snapshot,
         spec_counters=lambda before, after: SpecDecodeCounters(model_name="stub-model", exported=False),
+        request_spec_metrics=request_spec_metrics,  # the stub sends vLLM's per-request `metrics`
         check_alive=lambda: None,
         log_location=stub.base_url,
         log_tail=lambda: None,

@@ -13,13 +13,13 @@ from typing import Any, ClassVar
 import pytest
 
 from specselect.engines.base import LaunchSpec
-from specselect.engines.endpoints import EndpointProbe
 from specselect.engines.openai.engine import OpenAIEndpointEngine
 from specselect.engines.openai.facts import endpoint_admission_input
 from specselect.engines.openai.probe import probe_endpoint
 from specselect.engines.prometheus import MetricSample, MetricsSnapshot
 from specselect.engines.registry import get_engine
 from specselect.errors import ConfigError
+from specselect.records.endpoints import EndpointProbe
 
 # -- a tiny endpoint that answers /v1/models, /version and /metrics as configured --------------------------
 

@@ -13,7 +13,6 @@ from typing import Any, get_args
 
 import pytest
 
-from specselect.engines.acceptance import SpecTelemetry, build_spec_telemetry
 from specselect.engines.prometheus import MetricsSnapshot, parse_prometheus
 from specselect.engines.sglang.serverinfo import ServerInfoReading, ServerInfoSnapshot, parse_server_info
 from specselect.engines.sglang.telemetry import (
@@ -26,6 +25,7 @@ from specselect.engines.sglang.telemetry import (
     to_spec_telemetry,
 )
 from specselect.errors import ProtocolError
+from specselect.records.telemetry import SpecTelemetry, build_spec_telemetry
 
 DATA = Path(__file__).parent / "data"
 MODEL = "llama-3.1-8b"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +20,7 @@ from specselect.evidence import (
 )
 from specselect.evidence.samples import RequestSample, pair_requests
 from specselect.evidence.stats import BootstrapPolicy, paired_stats
+from specselect.records.telemetry import RequestSpecMetrics
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,7 @@ class Record:
     end_time_s: float | None = 1.1
     completion_tokens: int | None = 101
     output_text: str | None = "x"
-    spec_metrics: Mapping[str, Any] | None = None
+    speculative: RequestSpecMetrics | None = None
     error: str | None = None
 
 

@@ -14,17 +14,18 @@ from typing import Any
 
 import pytest
 
-from specselect.engines.acceptance import (
+from specselect.engines.prometheus import parse_prometheus
+from specselect.engines.vllm.telemetry import request_spec_metrics, spec_decode_delta
+from specselect.errors import ProtocolError
+from specselect.records.telemetry import (
     PerRequestSpecSummary,
+    RequestSpecMetrics,
     SpecDecodeCounters,
     SpecTelemetry,
     build_spec_telemetry,
     cross_check,
     summarize_per_request,
 )
-from specselect.engines.prometheus import parse_prometheus
-from specselect.engines.vllm.telemetry import spec_decode_delta
-from specselect.errors import ProtocolError
 
 DATA = Path(__file__).parent / "data"
 
@@ -44,9 +45,15 @@ def snaps() -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def per_request() -> list[dict[str, Any] | None]:
+def raw_per_request() -> list[dict[str, Any] | None]:
     data: list[dict[str, Any] | None] = json.loads(load("engine_per_request_ngram_k4.json"))
     return data
+
+
+@pytest.fixture(scope="module")
+def per_request(raw_per_request: list[dict[str, Any] | None]) -> list[RequestSpecMetrics | None]:
+    """The recorded `metrics` objects as vLLM's session reads them (each was a response's `metrics` field)."""
+    return [None if raw is None else request_spec_metrics({"metrics": raw}) for raw in raw_per_request]
 
 
 def test_parse_keeps_total_and_created_samples_apart(snaps: dict[str, Any]) -> None:
@@ -94,8 +101,10 @@ def test_counter_reset_is_a_protocol_error(snaps: dict[str, Any]) -> None:
         spec_decode_delta(snaps["after"], snaps["before"], "smollm2")
 
 
-def test_per_request_summary_matches_real_keys(per_request: list[dict[str, Any] | None]) -> None:
-    summary = summarize_per_request([*per_request, None, {"time_to_first_token_ms": 3.0}])
+def test_per_request_summary_matches_real_keys(raw_per_request: list[dict[str, Any] | None]) -> None:
+    extras: list[dict[str, Any]] = [{"metrics": r} for r in raw_per_request if r is not None]
+    extras += [{}, {"metrics": {"time_to_first_token_ms": 3.0}}]
+    summary = summarize_per_request(request_spec_metrics(e) for e in extras)
     assert summary == PerRequestSpecSummary(
         n_requests=5,
         n_with_metrics=3,
@@ -105,11 +114,40 @@ def test_per_request_summary_matches_real_keys(per_request: list[dict[str, Any] 
         num_spec_tokens=4,
         per_position_accepted=(47, 42, 37, 7),
     )
-    inner_only = summarize_per_request([r["speculative_decoding"] for r in per_request if r])
+    inner_only = summarize_per_request(
+        request_spec_metrics({"metrics": r["speculative_decoding"]}) for r in raw_per_request if r
+    )
     assert inner_only.accepted_tokens == 133
 
 
-def test_both_sources_agree_and_rates(snaps: dict[str, Any], per_request: list[dict[str, Any] | None]) -> None:
+def test_vllm_reads_its_per_request_counts_into_common_terms(raw_per_request: list[dict[str, Any] | None]) -> None:
+    first = next(r for r in raw_per_request if r is not None)["speculative_decoding"]
+    read = request_spec_metrics({"metrics": {"speculative_decoding": first}, "prompt_token_ids": None})
+    assert read is not None and read.proposal_length == 4
+    assert (read.num_draft_tokens, read.num_accepted_draft_tokens) == (
+        first["num_draft_tokens"],
+        first["num_accepted_draft_tokens"],
+    )
+    assert read.acceptance_histogram == tuple(first["acceptance_histogram"])
+
+
+@pytest.mark.parametrize(
+    "extras", [{}, {"metrics": None}, {"metrics": {"speculative_decoding": None}}, {"metrics": {"other": 1}}, {"x": 1}]
+)
+def test_vllm_reader_finds_no_counts(extras: dict[str, Any]) -> None:
+    assert request_spec_metrics(extras) is None
+
+
+def test_a_count_that_is_not_one_is_a_protocol_error() -> None:
+    with pytest.raises(ProtocolError, match="num_draft_tokens is 'x', expected a count"):
+        request_spec_metrics({"metrics": {"num_spec_steps": 3.0, "num_draft_tokens": "x"}})
+    read = request_spec_metrics(
+        {"metrics": {"num_spec_steps": 3.0, "num_draft_tokens": 8, "mean_acceptance_length": "?"}}
+    )
+    assert read == RequestSpecMetrics(num_spec_steps=3, num_draft_tokens=8)
+
+
+def test_both_sources_agree_and_rates(snaps: dict[str, Any], per_request: list[RequestSpecMetrics | None]) -> None:
     delta = spec_decode_delta(snaps["before"], snaps["after"], "smollm2")
     telemetry = build_spec_telemetry(delta, summarize_per_request(per_request))
     assert telemetry.source == "both"
@@ -124,7 +162,7 @@ def test_both_sources_agree_and_rates(snaps: dict[str, Any], per_request: list[d
 
 
 def test_disagreement_is_recorded_and_prometheus_wins(
-    snaps: dict[str, Any], per_request: list[dict[str, Any] | None]
+    snaps: dict[str, Any], per_request: list[RequestSpecMetrics | None]
 ) -> None:
     delta = spec_decode_delta(snaps["before"], snaps["prose"], "smollm2")  # includes one request more
     summary = summarize_per_request(per_request)
@@ -136,7 +174,7 @@ def test_disagreement_is_recorded_and_prometheus_wins(
     assert telemetry.cross_check == check
 
 
-def test_single_sources(snaps: dict[str, Any], per_request: list[dict[str, Any] | None]) -> None:
+def test_single_sources(snaps: dict[str, Any], per_request: list[RequestSpecMetrics | None]) -> None:
     only_prom = build_spec_telemetry(spec_decode_delta(snaps["before"], snaps["after"], "smollm2"), None)
     assert only_prom.source == "prometheus"
     assert only_prom.cross_check is not None
@@ -214,5 +252,5 @@ def test_bad_inputs() -> None:
     with pytest.raises(ProtocolError, match="not Prometheus text"):
         parse_prometheus("this is {not prometheus\n")
     with pytest.raises(ProtocolError, match="expected a count"):
-        summarize_per_request([{"speculative_decoding": {"num_draft_tokens": "many", "num_accepted_draft_tokens": 1}}])
+        request_spec_metrics({"metrics": {"speculative_decoding": {"num_draft_tokens": "many"}}})
     assert parse_prometheus("").samples == ()

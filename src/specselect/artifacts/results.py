@@ -27,17 +27,17 @@ from specselect.common.hostfacts import HostInfo
 from specselect.core.gates import AdmissionInput, AdmissionResult
 from specselect.core.pairing import MemoryFigure
 from specselect.core.status import RunStatus
-from specselect.engines.acceptance import SpecTelemetry
 from specselect.engines.base import ReleaseCheck, SanityResult, recorded_proposal_length
 from specselect.engines.capabilities import AnyCapabilities
-from specselect.engines.endpoints import EndpointProbe, TrafficCheck
 from specselect.evidence.pipeline import Evidence, EvidencePolicy, ScenarioEvidence
 from specselect.evidence.rounds.estimate import VariancePool
 from specselect.evidence.rounds.looks import LookPoint, RoundsPlan
 from specselect.evidence.sweeps import DerivedSchedule, DurationEstimate, SweepAnalysis
-from specselect.measure.hostload import HostLoad
-from specselect.measure.memory import PeakMemory
-from specselect.measure.types import ScenarioSummary
+from specselect.records.endpoints import EndpointProbe, TrafficCheck
+from specselect.records.host import HostLoad
+from specselect.records.measurement import ScenarioSummary
+from specselect.records.memory import PeakMemory
+from specselect.records.telemetry import SpecTelemetry
 from specselect.workloads.model import WorkloadIdentity
 
 __all__ = [

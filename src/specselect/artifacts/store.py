@@ -11,8 +11,9 @@ from pydantic import BaseModel, ValidationError
 import specselect
 from specselect.artifacts.layout import RunLayout
 from specselect.artifacts.results import RESULTS_SCHEMA_VERSION, GroupResult, Manifest
-from specselect.errors import ResultsError
-from specselect.measure.types import RequestRecord
+from specselect.errors import ProtocolError, ResultsError
+from specselect.records.measurement import RequestRecord
+from specselect.records.telemetry import SpecMetricsReader
 
 __all__ = ["check_header", "load_document", "load_group", "load_manifest", "load_records"]
 
@@ -74,8 +75,14 @@ def load_group(layout: RunLayout, group: str) -> GroupResult:
     return load_document(layout.group_summary(group), GroupResult)
 
 
-def load_records(layout: RunLayout, group: str, scenario: str, launch: int = 0) -> list[RequestRecord]:
-    """The raw per-request records of one group's launch and scenario (JSON Lines)."""
+def load_records(
+    layout: RunLayout, group: str, scenario: str, launch: int = 0, *, read_spec_metrics: SpecMetricsReader | None = None
+) -> list[RequestRecord]:
+    """The raw per-request records of one group's launch and scenario (JSON Lines).
+
+    `read_spec_metrics` fills the speculative counts of records written before the engine's session read them (the
+    engine's own fields are kept in every record).
+    """
     path = layout.records(group, scenario, launch)
     out: list[RequestRecord] = []
     try:
@@ -86,7 +93,12 @@ def load_records(layout: RunLayout, group: str, scenario: str, launch: int = 0) 
         if not line.strip():
             continue
         try:
-            out.append(RequestRecord.model_validate_json(line))
+            record = RequestRecord.model_validate_json(line)
+            if read_spec_metrics is not None and record.speculative is None and record.engine_fields:
+                record = record.model_copy(update={"speculative": read_spec_metrics(record.engine_fields)})
         except ValidationError as exc:
             raise ResultsError(f"invalid record: {exc.errors()[0]['msg']}", location=f"{path}:{number}") from exc
+        except ProtocolError as exc:
+            raise ResultsError(f"invalid record: {exc.message}", location=f"{path}:{number}") from exc
+        out.append(record)
     return out

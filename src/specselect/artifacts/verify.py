@@ -26,7 +26,7 @@ from specselect.artifacts.results import (
 from specselect.artifacts.store import check_header, load_document
 from specselect.common.fileio import sha256_file
 from specselect.errors import ResultsError
-from specselect.measure.types import MEASURE_SCHEMA_VERSION, RequestRecord
+from specselect.records.measurement import MEASURE_SCHEMA_VERSION, RequestRecord
 
 __all__ = ["VERIFY_SCHEMA_VERSION", "VerifyReport", "verify_run"]
 

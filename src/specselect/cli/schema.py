@@ -45,7 +45,7 @@ SCHEMAS: Mapping[str, SchemaEntry] = MappingProxyType(
             model="specselect.artifacts.results:GroupResult", description="results/<label>/groups/<group>.json"
         ),
         "record": SchemaEntry(
-            model="specselect.measure.types:RequestRecord",
+            model="specselect.records.measurement:RequestRecord",
             description="one line of results/<label>/records/<group>/<scenario>.jsonl (one request)",
         ),
         "evidence": SchemaEntry(

@@ -23,11 +23,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from specselect.admission.gather import Gathered
 from specselect.assets.refs import ResolvedModel
-from specselect.engines.acceptance import SpecDecodeCounters
 from specselect.engines.capabilities import AnyCapabilities
-from specselect.engines.endpoints import EndpointProbe, TrafficCheck
 from specselect.engines.prometheus import MetricsSnapshot
+from specselect.engines.vllm.telemetry import request_spec_metrics as vllm_request_spec_metrics
 from specselect.plan import Candidate, EngineConfig, Plan, TargetConfig
+from specselect.records.endpoints import EndpointProbe, TrafficCheck
+from specselect.records.proposals import ScheduleRange
+from specselect.records.telemetry import RequestSpecMetrics, SpecDecodeCounters, SpecMetricsReader
 
 __all__ = [
     "Engine",
@@ -41,13 +43,13 @@ __all__ = [
     "ReleaseCheck",
     "RunningServer",
     "SanityResult",
-    "ScheduleRange",
     "ServeFlags",
     "ServeOptions",
     "ServingHandle",
     "Session",
     "TrafficGuard",
     "recorded_proposal_length",
+    "recorded_request_spec_metrics",
 ]
 
 ProgressFn = Callable[[str], None]
@@ -63,6 +65,12 @@ def recorded_proposal_length(speculative_config: Mapping[str, Any] | None) -> in
     without one."""
     k = speculative_config.get("num_speculative_tokens") if speculative_config else None
     return k if isinstance(k, int) and not isinstance(k, bool) else None
+
+
+def recorded_request_spec_metrics(engine_fields: Mapping[str, Any]) -> RequestSpecMetrics | None:
+    """The speculative counts of a request recorded before sessions read them (`RequestRecord.speculative`): then
+    records kept only vLLM's per-request `metrics` object (now in `engine_fields`), so vLLM's reader reads it."""
+    return vllm_request_spec_metrics(engine_fields)
 
 
 class LaunchSpec(BaseModel):
@@ -135,10 +143,6 @@ class RunningServer(BaseModel):
     """Tokens proposed per verify step as launched (`LaunchSpec.proposal_length`): engine-neutral."""
     startup_s: float | None = None
     api_key_env: str | None = None
-
-
-ScheduleRange = tuple[int, int | None, int]
-"""(first batch size, last batch size or None for "and above", proposal length) of a per-batch-size schedule."""
 
 
 class ServeFlags(BaseModel):
@@ -284,6 +288,8 @@ class Session:
     snapshot: Callable[[], MetricsSnapshot]
     spec_counters: Callable[[MetricsSnapshot, MetricsSnapshot], SpecDecodeCounters]
     """The engine's own acceptance counters over the window between two snapshots."""
+    request_spec_metrics: SpecMetricsReader
+    """Reads a response's own fields (beyond OpenAI's) into per-request speculative counts; None without them."""
     check_alive: Callable[[], None]
     """Raises ServerCrashedError when the server is gone."""
     log_location: str

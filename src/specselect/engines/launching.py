@@ -8,7 +8,7 @@ both gates make (minimum engine version, device kind).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol
@@ -19,7 +19,6 @@ from specselect.admission.gather import Gathered
 from specselect.assets.refs import ResolvedModel
 from specselect.common.secrets import REDACTED, is_secret_name
 from specselect.core.gates import FactValue, GateCheck
-from specselect.engines.acceptance import SpecDecodeCounters
 from specselect.engines.base import (
     EngineSetup,
     Finding,
@@ -40,6 +39,7 @@ from specselect.engines.prometheus import MetricsSnapshot
 from specselect.engines.server import ServerProcess
 from specselect.errors import ConfigError
 from specselect.plan import Candidate, Plan
+from specselect.records.telemetry import RequestSpecMetrics, SpecDecodeCounters
 
 __all__ = [
     "DEPLOY_PORT",
@@ -73,6 +73,7 @@ class ServerReader(Protocol):
 
     def snapshot(self, server: RunningServer) -> MetricsSnapshot: ...
     def spec_counters(self, before: MetricsSnapshot, after: MetricsSnapshot, model_name: str) -> SpecDecodeCounters: ...
+    def request_spec_metrics(self, extras: Mapping[str, Any]) -> RequestSpecMetrics | None: ...
     def sanity(self, server: RunningServer) -> SanityResult: ...
 
 
@@ -177,6 +178,7 @@ class LaunchedServing:
             api_key_env=server.api_key_env,
             snapshot=lambda: reader.snapshot(server),
             spec_counters=lambda before, after: reader.spec_counters(before, after, server.served_model),
+            request_spec_metrics=reader.request_spec_metrics,
             check_alive=self._proc.raise_if_dead,
             log_location=str(server.log_path),
             log_tail=self._proc.log_tail,

@@ -59,12 +59,10 @@ from specselect.evidence.samples import (
     RequestKey,
     RequestPair,
     RequestSample,
-    RequestSpecMetrics,
     pair_by_launch,
     pair_requests,
     sample_from_record,
     samples_from_records,
-    spec_metrics_from_raw,
 )
 from specselect.evidence.segments import (
     InputLengthSegments,
@@ -129,7 +127,6 @@ __all__ = [
     "RequestPair",
     "RequestParity",
     "RequestSample",
-    "RequestSpecMetrics",
     "ScenarioDuration",
     "ScenarioLoad",
     "ScenarioParity",
@@ -170,7 +167,6 @@ __all__ = [
     "sample_from_record",
     "samples_from_records",
     "scenario_parity",
-    "spec_metrics_from_raw",
     "speedup_outcome",
     "speedup_statistic",
     "verify_cost_from_prefill",

@@ -13,10 +13,10 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from specselect.engines.acceptance import summarize_per_request
 from specselect.evidence.bootstrap import FloatArray, cluster_ids, run_bootstrap
 from specselect.evidence.stats import BootstrapPolicy
-from specselect.measure.types import RequestRecord
+from specselect.records.measurement import RequestRecord
+from specselect.records.telemetry import summarize_per_request
 
 __all__ = ["SPREAD_RULE", "AcceptanceSpread", "PositionSpread", "acceptance_spread"]
 
@@ -70,9 +70,9 @@ def _rows(records: Sequence[RequestRecord]) -> tuple[list[str], list[tuple[int, 
     items: list[str] = []
     rows: list[tuple[int, int, int, tuple[int, ...]]] = []
     for record in records:
-        if record.warmup or not record.ok or record.spec_metrics is None:
+        if record.warmup or not record.ok or record.speculative is None:
             continue
-        one = summarize_per_request([record.spec_metrics])
+        one = summarize_per_request([record.speculative])
         if one.n_with_metrics == 0 or one.spec_steps == 0:
             continue
         items.append(record.item_id)

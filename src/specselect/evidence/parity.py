@@ -21,7 +21,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from specselect.evidence.samples import RequestKey
-from specselect.measure.types import RequestRecord
+from specselect.records.measurement import RequestRecord
 
 __all__ = [
     "CHARACTER_LEVEL_NOTE",

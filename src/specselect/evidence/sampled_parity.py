@@ -36,7 +36,7 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field
 
-from specselect.measure.types import RequestRecord
+from specselect.records.measurement import RequestRecord
 
 __all__ = [
     "SAMPLED_PARITY_SCHEMA_VERSION",

@@ -10,11 +10,12 @@ paired by (item_id, repeat) within one launch; across launches there is no reque
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
-from typing import Any, Protocol
+from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from specselect.records.telemetry import RequestSpecMetrics
 
 __all__ = [
     "Pairing",
@@ -22,13 +23,11 @@ __all__ = [
     "RequestKey",
     "RequestPair",
     "RequestSample",
-    "RequestSpecMetrics",
     "pair_by_launch",
     "pair_launches",
     "pair_requests",
     "sample_from_record",
     "samples_from_records",
-    "spec_metrics_from_raw",
 ]
 
 RequestKey = tuple[str, int]
@@ -59,20 +58,9 @@ class RecordLike(Protocol):
     @property
     def output_text(self) -> str | None: ...
     @property
-    def spec_metrics(self) -> Mapping[str, Any] | None: ...
+    def speculative(self) -> RequestSpecMetrics | None: ...
     @property
     def error(self) -> str | None: ...
-
-
-class RequestSpecMetrics(BaseModel):
-    """The engine's own per-request speculative-decoding counters (null when it exports none)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    num_spec_steps: int | None = None
-    num_draft_tokens: int | None = None
-    num_accepted_draft_tokens: int | None = None
-    mean_acceptance_length: float | None = None
 
 
 class RequestSample(BaseModel):
@@ -125,41 +113,6 @@ class Pairing(BaseModel):
     """Keys seen more than once on one side; the first occurrence is kept."""
 
 
-def _finite_int(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
-        return int(value)
-    return None
-
-
-def _finite_float(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    out = float(value)
-    return out if math.isfinite(out) else None
-
-
-def spec_metrics_from_raw(raw: Mapping[str, Any] | None) -> RequestSpecMetrics | None:
-    """Read vLLM's per-request `metrics` object (or its `speculative_decoding` part); None when absent."""
-    if not isinstance(raw, Mapping):
-        return None
-    inner = raw.get("speculative_decoding", raw)
-    if not isinstance(inner, Mapping):
-        return None
-    metrics = RequestSpecMetrics(
-        num_spec_steps=_finite_int(inner.get("num_spec_steps")),
-        num_draft_tokens=_finite_int(inner.get("num_draft_tokens")),
-        num_accepted_draft_tokens=_finite_int(inner.get("num_accepted_draft_tokens")),
-        mean_acceptance_length=_finite_float(inner.get("mean_acceptance_length")),
-    )
-    if metrics == RequestSpecMetrics():
-        return None
-    return metrics
-
-
 def _span(start: float | None, end: float | None) -> float | None:
     if start is None or end is None:
         return None
@@ -185,7 +138,7 @@ def sample_from_record(
         ttft_s=_span(record.send_time_s, record.first_token_time_s),
         e2e_s=_span(record.send_time_s, record.end_time_s),
         decode_s=_span(record.first_token_time_s, record.end_time_s),
-        spec=spec_metrics_from_raw(record.spec_metrics),
+        spec=record.speculative,
     )
 
 

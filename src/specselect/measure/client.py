@@ -16,7 +16,7 @@ import aiohttp
 
 from specselect.errors import ConfigError
 from specselect.measure.schedule import PlannedRequest
-from specselect.measure.types import Endpoint, ErrorKind
+from specselect.records.measurement import Endpoint, ErrorKind
 
 __all__ = ["RawExchange", "auth_headers", "open_session", "send_streaming"]
 

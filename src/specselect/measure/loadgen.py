@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+from functools import partial
 from time import perf_counter
 
 import aiohttp
@@ -14,7 +15,8 @@ from specselect.measure.client import RawExchange, auth_headers, open_session, s
 from specselect.measure.metrics import summarize
 from specselect.measure.schedule import arrival_offsets, plan_requests
 from specselect.measure.stream import build_record
-from specselect.measure.types import Endpoint, ErrorKind, LoadShape, ScenarioResult, ScenarioSpec
+from specselect.records.measurement import Endpoint, ErrorKind, LoadShape, ScenarioResult, ScenarioSpec
+from specselect.records.telemetry import SpecMetricsReader
 from specselect.workloads.model import WorkloadItem
 
 __all__ = ["ProgressFn", "run_load"]
@@ -153,6 +155,7 @@ async def run_load(
     *,
     progress: ProgressFn | None = None,
     before_measured: Callable[[], object] | None = None,
+    read_spec_metrics: SpecMetricsReader | None = None,
 ) -> ScenarioResult:
     """Send one scenario's load to a running server and return every record plus the summary.
 
@@ -161,7 +164,8 @@ async def run_load(
     concurrency or open loop per the load shape. Failed requests are recorded with their error; when the
     scenario time-out passes, every unfinished request is cancelled and recorded as `scenario_timeout`.
     `before_measured` is called once between warm-up and the measured phase (e.g. to snapshot the engine's
-    counters, so warm-up traffic stays out of the telemetry deltas).
+    counters, so warm-up traffic stays out of the telemetry deltas). `read_spec_metrics` is the engine's reader of
+    a response's own fields into the record's speculative counts (None: they stay unread in `engine_fields`).
     """
     _check_limits(spec)
     warm_plan, measured_plan = plan_requests(endpoint, items, spec)
@@ -186,20 +190,19 @@ async def run_load(
         except TimeoutError:
             timed_out = True
     _mark_unfinished((*warm, *measured), spec, timed_out)
-    ends = [raw.end_time for raw in measured if raw.end_time is not None]
     if progress is not None:
         progress(f"{spec.scenario}: done" + (" (scenario time-out)" if timed_out else ""))
-    records = [
-        build_record(raw, scenario=spec.scenario, api=endpoint.api, t0=t0, launch=spec.launch)
-        for raw in (*warm, *measured)
-    ]
+    record = partial(build_record, scenario=spec.scenario, api=endpoint.api, t0=t0, launch=spec.launch)
+    records = [record(raw, read_spec_metrics=read_spec_metrics) for raw in (*warm, *measured)]
+    ends = [raw.end_time - t0 for raw in measured if raw.end_time is not None]
+    start = None if phase_start is None else phase_start - t0
     summary = summarize(
         records,
         spec,
         api=endpoint.api,
         started_at=started_at,
         clock_origin_s=t0,
-        phase_start_s=None if phase_start is None else phase_start - t0,
-        phase_end_s=max(ends) - t0 if ends else None,
+        phase_start_s=start,
+        phase_end_s=max(ends, default=None),
     )
     return ScenarioResult(summary=summary, records=records)

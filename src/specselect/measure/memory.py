@@ -17,39 +17,13 @@ from types import ModuleType, TracebackType
 from typing import Any, Literal
 
 import psutil
-from pydantic import BaseModel, ConfigDict
 
 from specselect.errors import ConfigError, MissingDependencyError
+from specselect.records.memory import DevicePeak, PeakMemory
 
-__all__ = ["DevicePeak", "PeakMemory", "PeakMemorySampler", "process_tree_rss_bytes"]
+__all__ = ["PeakMemorySampler", "process_tree_rss_bytes"]
 
 _MB = 1024.0 * 1024.0
-
-
-class DevicePeak(BaseModel):
-    """One device's highest sampled used memory, in MiB."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    device: str
-    """The NVML id it was opened by: a `GPU-`/`MIG-` UUID or an index."""
-    peak_mb: float
-
-
-class PeakMemory(BaseModel):
-    """The highest sampled memory use, in MiB, and where the number came from."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    mb: float | None
-    """The figure the memory budget is compared with: the largest device's peak (nvml), else the RSS peak."""
-    source: Literal["nvml", "process_tree_rss"]
-    n_samples: int
-    interval_s: float
-    devices: tuple[DevicePeak, ...] = ()
-    """Per-device peaks (nvml)."""
-    host_rss_mb: float | None = None
-    """The process tree's RSS peak, sampled next to the devices (nvml); with `process_tree_rss` it is `mb`."""
 
 
 def process_tree_rss_bytes(pids: Sequence[int]) -> int | None:

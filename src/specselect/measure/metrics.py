@@ -9,12 +9,7 @@ from typing import Literal
 
 import numpy as np
 
-from specselect.measure.types import (
-    RequestRecord,
-    ScenarioSpec,
-    ScenarioSummary,
-    Stats,
-)
+from specselect.records.measurement import RequestRecord, ScenarioSpec, ScenarioSummary, Stats
 
 __all__ = [
     "decode_tok_s",
@@ -123,5 +118,5 @@ def summarize(
         request_throughput_rps=len(ok) / duration if duration else None,
         total_prompt_tokens=sum(r.prompt_tokens or 0 for r in ok),
         total_output_tokens=out_tokens,
-        n_spec_metrics=sum(1 for r in ok if r.spec_metrics is not None),
+        n_spec_metrics=sum(1 for r in ok if r.speculative is not None),
     )

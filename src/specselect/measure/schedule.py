@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from specselect.errors import ConfigError
-from specselect.measure.types import CacheSaltPolicy, Endpoint, SamplingParams, ScenarioSpec
+from specselect.records.measurement import CacheSaltPolicy, Endpoint, SamplingParams, ScenarioSpec
 from specselect.workloads.model import WorkloadItem
 
 __all__ = [

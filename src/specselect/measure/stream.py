@@ -14,12 +14,17 @@ from typing import Any, Literal
 
 from specselect.errors import ProtocolError
 from specselect.measure.client import RawExchange
-from specselect.measure.types import ErrorKind, RequestRecord, TokenLogprob
+from specselect.records.measurement import ErrorKind, RequestRecord, TokenLogprob
+from specselect.records.telemetry import RequestSpecMetrics, SpecMetricsReader
 
 __all__ = ["DecodedStream", "EngineStreamError", "build_record", "decode_events", "split_events"]
 
 _FIX = "check that the server speaks the OpenAI-compatible streaming protocol"
 _IGNORED_FIELDS = (b"event:", b"id:", b"retry:")
+_OPENAI_CHUNK_FIELDS = frozenset(
+    {"id", "object", "created", "model", "system_fingerprint", "service_tier", "obfuscation", "choices", "usage"}
+)
+"""The top-level fields of OpenAI's (chat) completion chunk; any other is the engine's own (`engine_fields`)."""
 
 
 class EngineStreamError(Exception):
@@ -38,7 +43,7 @@ class DecodedStream:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     finish_reason: str | None = None
-    spec_metrics: dict[str, Any] | None = None
+    engine_fields: dict[str, Any] | None = None
 
 
 def _protocol_error(where: str, message: str) -> ProtocolError:
@@ -185,6 +190,14 @@ def _add_choice(
         out.finish_reason = str(choice["finish_reason"])
 
 
+def _add_engine_fields(out: DecodedStream, ev: Any) -> None:
+    for key, value in ev.items():
+        if key not in _OPENAI_CHUNK_FIELDS and value is not None:
+            if out.engine_fields is None:
+                out.engine_fields = {}
+            out.engine_fields[key] = value
+
+
 def decode_events(events: Sequence[tuple[float, Any]], api: Literal["chat", "completions"]) -> DecodedStream:
     """Interpret chunk objects: output text, tokens per chunk, usage, finish reason, engine metrics.
 
@@ -196,9 +209,7 @@ def decode_events(events: Sequence[tuple[float, Any]], api: Literal["chat", "com
     for when, ev in events:
         _raise_stream_error(ev)
         completion = _usage_completion(out, ev)
-        metrics = ev.get("metrics")
-        if isinstance(metrics, dict):
-            out.spec_metrics = metrics
+        _add_engine_fields(out, ev)
         for choice in ev.get("choices") or ():
             if choice.get("index", 0) == 0:
                 _add_choice(out, choice, api, when=when, completion=completion, seen_tokens=seen_tokens)
@@ -212,18 +223,20 @@ def _rel(value: float | None, t0: float) -> float | None:
     return None if value is None else value - t0
 
 
-def build_record(
-    raw: RawExchange, *, scenario: str, api: Literal["chat", "completions"], t0: float, launch: int = 0
-) -> RequestRecord:
-    """The `RequestRecord` of one exchange; times become seconds since `t0` (the scenario start)."""
-    planned = raw.planned
-    where = f"request {planned.request_id}"
+def _decode(
+    raw: RawExchange, api: Literal["chat", "completions"], where: str, read_spec_metrics: SpecMetricsReader | None
+) -> tuple[DecodedStream, RequestSpecMetrics | None, ErrorKind | None, str | None]:
+    """The exchange's stream decoded, its speculative counts read, and its error (the transport's, else the first
+    the stream shows)."""
     error_kind, error = raw.error_kind, raw.error
     decoded = DecodedStream()
+    speculative: RequestSpecMetrics | None = None
     if raw.reads:
         try:
             events, done, violation = split_events(raw.reads, where)
             decoded = decode_events(events, api)
+            if read_spec_metrics is not None and decoded.engine_fields:
+                speculative = read_spec_metrics(decoded.engine_fields)
             if violation is not None:
                 raise violation
             if not done and error_kind is None:
@@ -240,6 +253,24 @@ def build_record(
                 error_kind, error = ErrorKind.PROTOCOL_ERROR, _protocol_error(where, msg).one_line()
     elif error_kind is None and raw.send_time is not None:
         error_kind, error = ErrorKind.PROTOCOL_ERROR, _protocol_error(where, "the server sent an empty body").one_line()
+    return decoded, speculative, error_kind, error
+
+
+def build_record(
+    raw: RawExchange,
+    *,
+    scenario: str,
+    api: Literal["chat", "completions"],
+    t0: float,
+    launch: int = 0,
+    read_spec_metrics: SpecMetricsReader | None = None,
+) -> RequestRecord:
+    """The `RequestRecord` of one exchange; times become seconds since `t0` (the scenario start).
+
+    `read_spec_metrics` is the engine's reader of the response's own fields into its speculative counts.
+    """
+    planned = raw.planned
+    decoded, speculative, error_kind, error = _decode(raw, api, f"request {planned.request_id}", read_spec_metrics)
     return RequestRecord(
         request_id=planned.request_id,
         item_id=planned.item_id,
@@ -261,7 +292,8 @@ def build_record(
         output_token_ids=decoded.token_ids,
         logprobs=decoded.logprobs,
         finish_reason=decoded.finish_reason,
-        spec_metrics=decoded.spec_metrics,
+        engine_fields=decoded.engine_fields,
+        speculative=speculative,
         http_status=raw.status,
         error_kind=error_kind,
         error=error,

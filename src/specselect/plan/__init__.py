@@ -28,14 +28,13 @@ from specselect.plan.sections import (
     TargetConfig,
     ThresholdsConfig,
 )
-from specselect.plan.sweep import LENGTH_AXIS, MAX_SUB_CANDIDATES, SweepOrigin, SweepValue, sub_candidate_name
+from specselect.plan.sweep import MAX_SUB_CANDIDATES, SweepOrigin, SweepValue, sub_candidate_name
 from specselect.plan.tracks import Track
 
 __all__ = [
     "BASELINE_FAMILY",
     "BASELINE_GROUP",
     "BUILTIN_PREFIX",
-    "LENGTH_AXIS",
     "MANAGED_ENVIRONMENTS",
     "MAX_PLAN_BYTES",
     "MAX_SUB_CANDIDATES",

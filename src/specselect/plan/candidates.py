@@ -34,7 +34,8 @@ from specselect.plan.rules import (
     rule_error,
 )
 from specselect.plan.sections import PlanSection
-from specselect.plan.sweep import LENGTH_AXIS, MAX_SUB_CANDIDATES, SweepOrigin
+from specselect.plan.sweep import MAX_SUB_CANDIDATES, SweepOrigin
+from specselect.records.proposals import LENGTH_AXIS
 
 __all__ = ["CONTROL_SUFFIX", "REFUSED_OPTION_KEYS", "Candidate", "check_options"]
 

@@ -17,7 +17,8 @@ from pydantic_core.core_schema import ErrorType
 
 from specselect.plan.candidates import REFUSED_OPTION_KEYS, Candidate
 from specselect.plan.rules import RULE_ERROR_TYPE, rule_error
-from specselect.plan.sweep import LENGTH_AXIS, SCHEDULE_OPTION, SweepError, declares_sweep, expand_entry
+from specselect.plan.sweep import SCHEDULE_OPTION, SweepError, declares_sweep, expand_entry
+from specselect.records.proposals import LENGTH_AXIS
 
 __all__ = ["declared_index", "validate_candidates"]
 

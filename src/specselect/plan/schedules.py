@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from specselect.plan.candidates import Candidate
 from specselect.plan.expand import declared_index
 from specselect.plan.rules import rule_error
-from specselect.plan.sweep import LENGTH_AXIS, SCHEDULE_OPTION
+from specselect.plan.sweep import SCHEDULE_OPTION
+from specselect.records.proposals import LENGTH_AXIS
 
 __all__ = ["check_schedules", "schedule_members"]
 

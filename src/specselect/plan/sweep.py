@@ -36,9 +36,9 @@ from specselect.plan.rules import (
     NameStr,
     rule_error,
 )
+from specselect.records.proposals import LENGTH_AXIS
 
 __all__ = [
-    "LENGTH_AXIS",
     "MAX_SUB_CANDIDATES",
     "SCHEDULE_OPTION",
     "SCHEDULE_SUFFIX",
@@ -52,8 +52,6 @@ __all__ = [
     "sub_candidate_name",
 ]
 
-LENGTH_AXIS = "num_speculative_tokens"
-"""The axis name of the proposal length (in `SweepOrigin.values` and `.axes`)."""
 SCHEDULE_OPTION = "measure_schedule"
 """The entry key that adds the derived per-batch-size schedule as its own candidate."""
 SCHEDULE_SUFFIX = ".schedule"

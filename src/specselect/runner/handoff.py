@@ -8,9 +8,10 @@ from typing import Any
 
 from specselect.artifacts.handoff.build import HandoffInputs, build_handoff
 from specselect.artifacts.results import EvidenceFile, GroupResult, Handoff
-from specselect.engines.base import ScheduleRange, ServeFlags
+from specselect.engines.base import ServeFlags
 from specselect.evidence.pipeline import ScenarioKey
 from specselect.evidence.sweeps import capped_schedule, cutoff_schedule
+from specselect.records.proposals import ScheduleRange
 from specselect.runner.context import RunContext
 
 __all__ = ["run_handoff"]

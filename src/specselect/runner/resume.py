@@ -15,6 +15,7 @@ from specselect.artifacts.layout import RunLayout
 from specselect.artifacts.results import GroupLaunch, GroupResult, Manifest, PreflightAttempt, PreflightFile
 from specselect.artifacts.store import load_document, load_manifest, load_records
 from specselect.common.fileio import sha256_file
+from specselect.engines.base import recorded_request_spec_metrics
 from specselect.errors import ResultsError, UsageError
 from specselect.evidence.pipeline import InMemoryRecords
 from specselect.plan import LoadedPlan
@@ -98,10 +99,14 @@ def keep_records(layout: RunLayout, group: GroupResult, records: InMemoryRecords
     """Read a kept group's records (every launch's timed scenarios, completed parity passes) into the run's records."""
     for run in group.all_scenario_runs():
         if run.records_path is not None:
-            records.extend(group.group, run.scenario, load_records(layout, group.group, run.scenario, run.launch))
+            kept = load_records(
+                layout, group.group, run.scenario, run.launch, read_spec_metrics=recorded_request_spec_metrics
+            )
+            records.extend(group.group, run.scenario, kept)
     for ran in group.parity_passes:
         if ran.records_path is not None and ran.status == "completed":
-            records.put(group.group, ran.scenario, load_records(layout, group.group, ran.scenario))
+            kept = load_records(layout, group.group, ran.scenario, read_spec_metrics=recorded_request_spec_metrics)
+            records.put(group.group, ran.scenario, kept)
 
 
 def _devices(doc: PreflightAttempt) -> str:

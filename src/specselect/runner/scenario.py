@@ -12,17 +12,18 @@ from typing import Literal
 from specselect.artifacts.layout import RunLayout
 from specselect.artifacts.results import ParityPassRun, ScenarioRun
 from specselect.common.fileio import atomic_write_text, sha256_file
-from specselect.engines.acceptance import SpecTelemetry, build_spec_telemetry, summarize_per_request
 from specselect.engines.base import Session
-from specselect.engines.endpoints import TrafficCheck
 from specselect.engines.prometheus import MetricsSnapshot
 from specselect.errors import EngineError, ServerTimeoutError
 from specselect.evidence.parity import compare_outputs, has_token_ids, outputs_for_parity
 from specselect.evidence.pipeline import InMemoryRecords, parity_scenario, scenario_name
 from specselect.measure import run_load
-from specselect.measure.hostload import HostLoad, HostLoadMeter
-from specselect.measure.memory import PeakMemory, PeakMemorySampler
-from specselect.measure.types import (
+from specselect.measure.hostload import HostLoadMeter
+from specselect.measure.memory import PeakMemorySampler
+from specselect.plan import Plan
+from specselect.records.endpoints import TrafficCheck
+from specselect.records.host import HostLoad
+from specselect.records.measurement import (
     CacheSaltPolicy,
     Endpoint,
     ErrorKind,
@@ -32,7 +33,8 @@ from specselect.measure.types import (
     ScenarioResult,
     ScenarioSpec,
 )
-from specselect.plan import Plan
+from specselect.records.memory import PeakMemory
+from specselect.records.telemetry import SpecTelemetry, build_spec_telemetry, summarize_per_request
 from specselect.runner.progress import Progress
 from specselect.workloads.model import Workload, WorkloadItem
 
@@ -201,6 +203,7 @@ def _run_timed(session: Session, m: Measuring, spec: ScenarioSpec, items: Sequen
                 spec,
                 progress=m.progress.info,
                 before_measured=lambda: snapshots.append(session.snapshot()),
+                read_spec_metrics=session.request_spec_metrics,
             )
         )
     _check_alive_after(session, result.records)
@@ -208,7 +211,7 @@ def _run_timed(session: Session, m: Measuring, spec: ScenarioSpec, items: Sequen
     after = session.snapshot()
     telemetry = build_spec_telemetry(
         session.spec_counters(snapshots[0], after) if snapshots else None,
-        summarize_per_request(r.spec_metrics for r in result.records if not r.warmup and r.ok),
+        summarize_per_request(r.speculative for r in result.records if not r.warmup and r.ok),
     )
     return _Measured(result, telemetry, peak(), host())
 
@@ -328,7 +331,8 @@ def run_parity_pass(
     sent = None if all_items else tuple(item.id for item in items)
     started = time.monotonic()
     try:
-        result = asyncio.run(run_load(_endpoint(session), items, _parity_spec(m, scen, samples, temperature)))
+        spec = _parity_spec(m, scen, samples, temperature)
+        result = asyncio.run(run_load(_endpoint(session), items, spec, read_spec_metrics=session.request_spec_metrics))
         _check_alive_after(session, result.records)
     except EngineError as exc:
         return ParityPassRun(

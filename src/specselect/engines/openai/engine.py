@@ -12,7 +12,6 @@ from pydantic import BaseModel, ConfigDict
 
 from specselect.admission.gather import Gathered
 from specselect.core.families import classify_family
-from specselect.engines.acceptance import SpecDecodeCounters
 from specselect.engines.base import (
     EngineSetup,
     Finding,
@@ -22,19 +21,20 @@ from specselect.engines.base import (
     ProgressFn,
     ReleaseCheck,
     SanityResult,
-    ScheduleRange,
     ServeOptions,
     Session,
 )
-from specselect.engines.endpoints import EndpointProbe
 from specselect.engines.http import local_request, sanity_check
 from specselect.engines.openai.facts import endpoint_admission_input, endpoint_findings
 from specselect.engines.openai.probe import endpoint_headers, metrics_flavor, probe_endpoint
 from specselect.engines.openai.traffic import EndpointTrafficGuard
 from specselect.engines.prometheus import MetricsSnapshot, parse_prometheus
-from specselect.engines.vllm.telemetry import spec_decode_delta
+from specselect.engines.vllm.telemetry import request_spec_metrics, spec_decode_delta
 from specselect.errors import ConfigError, ProtocolError, ServerTimeoutError
 from specselect.plan import BASELINE_GROUP, EngineConfig, Plan
+from specselect.records.endpoints import EndpointProbe
+from specselect.records.proposals import ScheduleRange
+from specselect.records.telemetry import SpecDecodeCounters
 
 __all__ = ["DEFAULT_SPEC_READERS", "TRAFFIC_GAP_S", "AttachedServer", "OpenAIEndpointEngine", "SpecCountersFn"]
 
@@ -89,6 +89,8 @@ class AttachedServing:
             api_key_env=server.api_key_env,
             snapshot=snapshot,
             spec_counters=lambda before, after: engine.spec_counters(before, after, server.served_model),
+            # Per-request counts arrive only from a vLLM behind the endpoint (asked for them); others send none.
+            request_spec_metrics=request_spec_metrics,
             check_alive=lambda: None,
             log_location=server.base_url,
             log_tail=lambda: None,

@@ -11,8 +11,8 @@ from collections.abc import Mapping
 
 from specselect.core.gates import AdmissionInput, FactValue, GateCheck
 from specselect.engines.base import Finding
-from specselect.engines.endpoints import EndpointProbe
 from specselect.plan import Plan
+from specselect.records.endpoints import EndpointProbe
 
 __all__ = ["endpoint_admission_input", "endpoint_findings"]
 

@@ -12,10 +12,10 @@ import os
 import time
 from typing import Any
 
-from specselect.engines.endpoints import EndpointProbe, MetricsFlavor, ServedIdentity
 from specselect.engines.http import local_request
 from specselect.engines.prometheus import MetricsSnapshot, parse_prometheus
 from specselect.errors import ConfigError, ProtocolError
+from specselect.records.endpoints import EndpointProbe, MetricsFlavor, ServedIdentity
 
 __all__ = [
     "endpoint_headers",

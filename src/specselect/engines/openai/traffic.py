@@ -16,8 +16,8 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Literal
 
-from specselect.engines.endpoints import IdleWindow, TrafficCheck
 from specselect.engines.prometheus import MetricsSnapshot, counter_total
+from specselect.records.endpoints import IdleWindow, TrafficCheck
 
 __all__ = [
     "FINISHED_REQUEST_COUNTERS",

@@ -20,7 +20,6 @@ from specselect.assets.memory import MemoryTerms, sglang_default_mem_fraction
 from specselect.assets.refs import ResolvedModel
 from specselect.common.fileio import atomic_write_bytes
 from specselect.common.secrets import REDACTED, write_private_file
-from specselect.engines.acceptance import SpecDecodeCounters, SpecTelemetry
 from specselect.engines.base import (
     EngineSetup,
     Finding,
@@ -32,7 +31,6 @@ from specselect.engines.base import (
     ReleaseCheck,
     RunningServer,
     SanityResult,
-    ScheduleRange,
     ServeFlags,
     ServeOptions,
 )
@@ -68,6 +66,8 @@ from specselect.engines.sglang.telemetry import (
 )
 from specselect.errors import ArtifactError, ConfigError, EngineSetupError, ProtocolError
 from specselect.plan import EngineConfig, Plan
+from specselect.records.proposals import ScheduleRange
+from specselect.records.telemetry import RequestSpecMetrics, SpecDecodeCounters, SpecTelemetry
 
 __all__ = ["SERVER_INFO_PATHS", "SglangEngine"]
 
@@ -472,6 +472,11 @@ class SglangEngine:
     ) -> SpecTelemetry:
         """The common SpecTelemetry of a window (SGLang adds no per-request metrics; `per_request` is unused)."""
         return to_spec_telemetry(self.acceptance(before, after, model_name))
+
+    def request_spec_metrics(self, extras: Mapping[str, Any]) -> RequestSpecMetrics | None:
+        """None: SGLang's OpenAI-compatible stream carries no per-request speculative counts (its acceptance comes
+        from `/metrics` and `/server_info` over the window)."""
+        return None
 
     def sanity(self, server: RunningServer, timeout_s: float = 120.0) -> SanityResult:
         """The served model is listed by /v1/models and one short chat completion returns text."""

@@ -31,10 +31,10 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict
 
-from specselect.engines.acceptance import CrossCheck, SpecDecodeCounters, SpecTelemetry
 from specselect.engines.prometheus import MetricsSnapshot, counter_delta
 from specselect.engines.sglang.serverinfo import ServerInfoReading, ServerInfoSnapshot
 from specselect.errors import ProtocolError
+from specselect.records.telemetry import CrossCheck, SpecDecodeCounters, SpecTelemetry
 
 __all__ = [
     "MEAN_ACCEPTANCE_DEFINITION",

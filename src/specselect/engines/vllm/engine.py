@@ -12,7 +12,6 @@ from specselect.admission.gather import Gathered, Resolving, disabled, gather_ad
 from specselect.assets.memory import DEFAULT_CPU_KVCACHE_GIB, GPU_RUNTIME_OVERHEAD_MB, MemoryTerms
 from specselect.assets.refs import ResolvedModel
 from specselect.common.home import default_home
-from specselect.engines.acceptance import SpecDecodeCounters
 from specselect.engines.base import (
     EngineSetup,
     Finding,
@@ -23,7 +22,6 @@ from specselect.engines.base import (
     Proposal,
     RunningServer,
     SanityResult,
-    ScheduleRange,
     ServeFlags,
     ServeOptions,
 )
@@ -53,9 +51,11 @@ from specselect.engines.vllm.launch import VLLM_SERVER_MODULE, build_vllm_argv
 from specselect.engines.vllm.probe import probe_vllm
 from specselect.engines.vllm.sharedcache import share_model_class_cache
 from specselect.engines.vllm.specconfig import build_speculative_config, option_problem
-from specselect.engines.vllm.telemetry import spec_decode_delta
+from specselect.engines.vllm.telemetry import request_spec_metrics, spec_decode_delta
 from specselect.errors import ConfigError, EngineSetupError, ProtocolError
 from specselect.plan import EngineConfig, Plan
+from specselect.records.proposals import ScheduleRange
+from specselect.records.telemetry import RequestSpecMetrics, SpecDecodeCounters
 
 __all__ = ["BATCH_SCHEDULE_KEY", "VllmEngine"]
 
@@ -361,6 +361,10 @@ class VllmEngine:
     def spec_counters(self, before: MetricsSnapshot, after: MetricsSnapshot, model_name: str) -> SpecDecodeCounters:
         """vLLM's spec-decode counters over the window between two snapshots."""
         return spec_decode_delta(before, after, model_name)
+
+    def request_spec_metrics(self, extras: Mapping[str, Any]) -> RequestSpecMetrics | None:
+        """A response's per-request `metrics` object, when vLLM was asked to return it."""
+        return request_spec_metrics(extras)
 
     def sanity(self, server: RunningServer, timeout_s: float = 120.0) -> SanityResult:
         """The served model is listed by /v1/models and one short chat completion returns text."""

@@ -1,15 +1,18 @@
-"""vLLM's speculative-decoding counters on `/metrics`, read into the common `SpecDecodeCounters`."""
+"""vLLM's speculative-decoding telemetry in specselect's terms: its counters on `/metrics` (`SpecDecodeCounters`)
+and the per-request `metrics` object a response carries (`RequestSpecMetrics`)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Mapping, Sequence
 from types import MappingProxyType
+from typing import Any
 
-from specselect.engines.acceptance import SpecDecodeCounters
 from specselect.engines.prometheus import LabelKey, MetricsSnapshot, counter_delta, counter_deltas
 from specselect.errors import ProtocolError
+from specselect.records.telemetry import RequestSpecMetrics, SpecDecodeCounters
 
-__all__ = ["SPEC_DECODE_METRICS", "spec_decode_delta"]
+__all__ = ["SPEC_DECODE_METRICS", "request_spec_metrics", "spec_decode_delta"]
 
 _PREFIX = "vllm:spec_decode_"
 SPEC_DECODE_METRICS: Mapping[str, str] = MappingProxyType(
@@ -55,4 +58,45 @@ def spec_decode_delta(before: MetricsSnapshot, after: MetricsSnapshot, model_nam
         accepted_tokens=accepted,
         per_position_accepted=_positions(per_pos) if per_pos else None,
         style="v1_counters" if drafts is not None else "v0_counters",
+    )
+
+
+def _count(value: Any, key: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0 or not math.isfinite(value):
+        raise ProtocolError(
+            f"per-request metric {key} is {value!r}, expected a count",
+            location="response.metrics.speculative_decoding",
+            fix="check the engine version",
+        )
+    return int(value)
+
+
+def _finite(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def _histogram(value: Any) -> tuple[int, ...] | None:
+    if not isinstance(value, Sequence) or isinstance(value, str):
+        return None
+    return tuple(_count(c, "acceptance_histogram") or 0 for c in value)
+
+
+def request_spec_metrics(extras: Mapping[str, Any]) -> RequestSpecMetrics | None:
+    """A response's per-request `metrics` (its `speculative_decoding` part, or the counts directly, as older builds
+    sent them); None when it carried no draft counts. A count that is not one is a `ProtocolError`."""
+    raw = extras.get("metrics")
+    part = raw.get("speculative_decoding", raw) if isinstance(raw, Mapping) else None
+    if not isinstance(part, Mapping) or part.get("num_draft_tokens") is None:
+        return None
+    return RequestSpecMetrics(
+        num_spec_steps=_count(part.get("num_spec_steps"), "num_spec_steps"),
+        num_draft_tokens=_count(part.get("num_draft_tokens"), "num_draft_tokens"),
+        num_accepted_draft_tokens=_count(part.get("num_accepted_draft_tokens"), "num_accepted_draft_tokens"),
+        mean_acceptance_length=_finite(part.get("mean_acceptance_length")),
+        proposal_length=_count(part.get("num_spec_tokens"), "num_spec_tokens") or None,
+        acceptance_histogram=_histogram(part.get("acceptance_histogram")),
     )

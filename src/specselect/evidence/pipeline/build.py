@@ -76,7 +76,7 @@ from specselect.evidence.stats import (
     paired_stats,
     rate_for_basis,
 )
-from specselect.measure.types import RequestRecord
+from specselect.records.measurement import RequestRecord
 
 __all__ = ["EvidenceSettings", "PairedRecords", "build_evidence", "pair_step", "parity_step"]
 

@@ -13,10 +13,10 @@ from typing import Literal, Protocol
 
 from specselect.core.pairing import MemoryFigure
 from specselect.core.status import RunStatus
-from specselect.engines.acceptance import SpecTelemetry
-from specselect.engines.endpoints import TrafficCheck
-from specselect.measure.hostload import HostLoad
-from specselect.measure.types import RequestRecord, ScenarioSummary
+from specselect.records.endpoints import TrafficCheck
+from specselect.records.host import HostLoad
+from specselect.records.measurement import RequestRecord, ScenarioSummary
+from specselect.records.telemetry import SpecTelemetry
 from specselect.workloads.model import WorkloadIdentity
 
 __all__ = [

@@ -12,11 +12,11 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from specselect.core.pairing import MemoryFigure
-from specselect.engines.acceptance import SpecTelemetry, pool_telemetry
 from specselect.evidence.pipeline.inputs import MeasuredGroup, MeasuredScenario, RecordSource
 from specselect.evidence.samples import RequestSample, samples_from_records
 from specselect.measure.metrics import stats_of
-from specselect.measure.types import RequestRecord
+from specselect.records.measurement import RequestRecord
+from specselect.records.telemetry import SpecTelemetry, pool_telemetry
 
 __all__ = ["SideLaunches", "side_launches"]
 

@@ -9,7 +9,6 @@ from pydantic import BaseModel, ConfigDict
 
 from specselect.core.decision import DecisionResult, Thresholds
 from specselect.core.pairing import PairEvidence
-from specselect.engines.acceptance import SpecTelemetry
 from specselect.evidence.categories import CategoryBreakdown
 from specselect.evidence.parity import ScenarioParity
 from specselect.evidence.prediction import SpeedupPrediction
@@ -21,6 +20,7 @@ from specselect.evidence.sampled_parity import SampledParity, SampledParityPolic
 from specselect.evidence.segments import InputLengthSegments
 from specselect.evidence.stats import BootstrapPolicy, PairedStats
 from specselect.evidence.sweeps import SweepAnalysis
+from specselect.records.telemetry import SpecTelemetry
 
 __all__ = [
     "AA_CONTROL_RULE",

@@ -26,7 +26,7 @@ from specselect.evidence.sweeps import (
     find_crossover,
     goodput,
 )
-from specselect.plan import LENGTH_AXIS
+from specselect.records.proposals import LENGTH_AXIS
 
 __all__ = ["analyze_sweeps", "sweep_point"]
 

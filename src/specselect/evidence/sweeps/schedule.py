@@ -14,11 +14,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from specselect.engines.base import ScheduleRange
 from specselect.evidence.stats import RatioEstimate
 from specselect.evidence.sweeps.crossover import Crossover, LevelVerdict
 from specselect.evidence.sweeps.length import LengthChoice
 from specselect.evidence.sweeps.point import SweepPoint
+from specselect.records.proposals import ScheduleRange
 
 __all__ = [
     "COMPARISON_RULE",

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from specselect.common.canonical import canonical_sha256
+from specselect.records.telemetry import RequestSpecMetrics
 
 __all__ = [
     "MEASURE_SCHEMA_VERSION",
@@ -223,11 +224,26 @@ class RequestRecord(BaseModel):
     output_token_ids: list[int] | None = None
     logprobs: list[TokenLogprob] | None = None
     finish_reason: str | None = None
-    spec_metrics: dict[str, Any] | None = None
-    """The engine's raw per-request `metrics` object (vLLM: `speculative_decoding` inside), if sent."""
+    engine_fields: dict[str, Any] | None = None
+    """The response's own top-level fields beyond OpenAI's chunk schema (e.g. vLLM's `metrics`), last value of
+    each, as sent: kept as facts; only the engines interpret them."""
+    speculative: RequestSpecMetrics | None = None
+    """The request's speculative counts, read from `engine_fields` by the engine's session (None: none sent)."""
     http_status: int | None = None
     error_kind: ErrorKind | None = None
     error: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _kept_metrics_object(cls, data: Any) -> Any:
+        # Records written before `engine_fields` kept only vLLM's `metrics` object, as `spec_metrics`; the engine's
+        # reader fills `speculative` from it when such records are read again (`artifacts.store.load_records`).
+        if isinstance(data, dict) and "spec_metrics" in data:
+            data = dict(data)
+            raw = data.pop("spec_metrics")
+            if raw is not None:
+                data.setdefault("engine_fields", {"metrics": raw})
+        return data
 
     @property
     def ok(self) -> bool:
@@ -291,7 +307,7 @@ class ScenarioSummary(BaseModel):
     total_prompt_tokens: int
     total_output_tokens: int
     n_spec_metrics: int
-    """Successful measured requests that carried the engine's per-request `metrics`."""
+    """Successful measured requests that carried per-request speculative counts (`RequestRecord.speculative`)."""
 
 
 class ScenarioResult(BaseModel):

@@ -1,24 +1,24 @@
 """Speculative-decoding acceptance in specselect's common definitions, from the engine's own telemetry.
 
 Each engine reads its counters into `SpecDecodeCounters` (vLLM: `engines.vllm.telemetry`, SGLang:
-`engines.sglang.telemetry`); vLLM can also return per-request `metrics.speculative_decoding` objects
-(`summarize_per_request`). `build_spec_telemetry` combines the two into one `SpecTelemetry`. When neither is
-exported every number stays null: acceptance is never inferred from latency.
+`engines.sglang.telemetry`); an engine that returns per-request counts with each response has its session read
+them into `RequestSpecMetrics` (`summarize_per_request` sums them). `build_spec_telemetry` combines the two into
+one `SpecTelemetry`. When neither is exported every number stays null: acceptance is never inferred from latency.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
-
-from specselect.errors import ProtocolError
+from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
     "CrossCheck",
     "PerRequestSpecSummary",
+    "RequestSpecMetrics",
     "SpecDecodeCounters",
+    "SpecMetricsReader",
     "SpecTelemetry",
     "build_spec_telemetry",
     "cross_check",
@@ -58,50 +58,58 @@ class PerRequestSpecSummary(BaseModel):
     """From the acceptance histograms: steps that accepted more than i draft tokens."""
 
 
-def _spec_part(raw: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
-    if not isinstance(raw, Mapping):
-        return None
-    inner = raw.get("speculative_decoding", raw)
-    if isinstance(inner, Mapping) and "num_draft_tokens" in inner:
-        return inner
-    return None
+class RequestSpecMetrics(BaseModel):
+    """One request's speculative-decoding counts in specselect's terms, whatever engine served it.
+
+    The engine's session fills it from the engine's own per-request fields (`SpecMetricsReader`); nothing above
+    the engines reads those fields. Null fields were not sent.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    num_spec_steps: int | None = None
+    """Verify steps of the request."""
+    num_draft_tokens: int | None = None
+    num_accepted_draft_tokens: int | None = None
+    mean_acceptance_length: float | None = None
+    """Tokens emitted per verify step (accepted drafts + the one the target adds), as the engine computed it."""
+    proposal_length: int | None = Field(default=None, ge=1)
+    """Draft tokens proposed per step."""
+    acceptance_histogram: tuple[int, ...] | None = None
+    """Verify steps that accepted exactly j draft tokens, j = 0, 1, ..."""
 
 
-def _as_int(value: Any, key: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-        raise ProtocolError(
-            f"per-request metric {key} is {value!r}, expected a count",
-            location="response.metrics.speculative_decoding",
-            fix="check the engine version",
-        )
-    return int(value)
+SpecMetricsReader = Callable[[Mapping[str, Any]], RequestSpecMetrics | None]
+"""An engine's reader of one streamed response's own top-level fields (those OpenAI's chunk schema does not define,
+e.g. vLLM's `metrics`) into `RequestSpecMetrics`; None when the response carried none."""
 
 
-def summarize_per_request(records: Iterable[Mapping[str, Any] | None]) -> PerRequestSpecSummary:
-    """Sum per-request metrics objects (a response's `metrics`, or its `speculative_decoding` part)."""
+def _add_histogram(total: list[int], counts: Sequence[int]) -> None:
+    total.extend([0] * (len(counts) - len(total)))
+    for j, c in enumerate(counts):
+        total[j] += c
+
+
+def summarize_per_request(records: Iterable[RequestSpecMetrics | None]) -> PerRequestSpecSummary:
+    """Sum the per-request counts of one scenario window (None: a request that carried none)."""
     n = n_with = steps = drafted = accepted = 0
-    spec_tokens: set[int] = set()
+    lengths: set[int] = set()
     histogram: list[int] = []
-    for raw in records:
+    for m in records:
         n += 1
-        part = _spec_part(raw)
-        if part is None:
+        if m is None or m.num_draft_tokens is None:
             continue
         n_with += 1
-        drafted += _as_int(part.get("num_draft_tokens"), "num_draft_tokens")
-        accepted += _as_int(part.get("num_accepted_draft_tokens"), "num_accepted_draft_tokens")
-        hist = part.get("acceptance_histogram")
-        if "num_spec_steps" in part:
-            steps += _as_int(part["num_spec_steps"], "num_spec_steps")
-        elif isinstance(hist, Sequence):
-            steps += sum(_as_int(c, "acceptance_histogram") for c in hist)
-        if part.get("num_spec_tokens") is not None:
-            spec_tokens.add(_as_int(part["num_spec_tokens"], "num_spec_tokens"))
-        if isinstance(hist, Sequence):
-            counts = [_as_int(c, "acceptance_histogram") for c in hist]
-            histogram.extend([0] * (len(counts) - len(histogram)))
-            for j, c in enumerate(counts):
-                histogram[j] += c
+        drafted += m.num_draft_tokens
+        accepted += m.num_accepted_draft_tokens or 0
+        if m.num_spec_steps is not None:
+            steps += m.num_spec_steps
+        elif m.acceptance_histogram is not None:
+            steps += sum(m.acceptance_histogram)
+        if m.proposal_length is not None:
+            lengths.add(m.proposal_length)
+        if m.acceptance_histogram is not None:
+            _add_histogram(histogram, m.acceptance_histogram)
     per_pos = tuple(sum(histogram[j] for j in range(i + 1, len(histogram))) for i in range(len(histogram) - 1))
     return PerRequestSpecSummary(
         n_requests=n,
@@ -109,7 +117,7 @@ def summarize_per_request(records: Iterable[Mapping[str, Any] | None]) -> PerReq
         spec_steps=steps,
         draft_tokens=drafted,
         accepted_tokens=accepted,
-        num_spec_tokens=max(spec_tokens) if spec_tokens else None,
+        num_spec_tokens=max(lengths) if lengths else None,
         per_position_accepted=per_pos if histogram else None,
     )
 
