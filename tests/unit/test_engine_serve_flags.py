@@ -148,6 +148,7 @@ def test_a_schedule_is_merged_into_the_speculative_config_and_the_proposer_snaps
     assert flags.speculative["model"] == "/models/draft"
     assert flags.speculative["num_speculative_tokens_per_batch_size"] == [[1, 2, 3], [3, 1 << 20, 0]]
     assert flags.proposer_snapshot == "d" * 40
+    assert flags.speculative_local_keys == ("model",)  # the draft's path: compared by its snapshot, not its path
 
 
 def test_a_baseline_gets_no_speculation_and_a_plan_port_is_kept() -> None:
@@ -194,4 +195,5 @@ def test_sglang_writes_its_own_speculative_arguments() -> None:
     assert args[args.index("--speculative-algorithm") + 1] == "NGRAM"
     assert "--enable-metrics" not in args  # specselect's measurement flag, not the configuration's
     assert flags.engine_version == "0.5.4" and flags.speculative is not None
+    assert flags.speculative_local_keys == ("speculative_draft_model_path",)
     assert SglangEngine(python=caps.python).batch_schedule(((1, None, 3),), ctx.setup) is None

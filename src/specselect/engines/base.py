@@ -161,6 +161,9 @@ class ServeFlags(BaseModel):
     """Variables the server was started with on top of the inherited environment (secrets never appear)."""
     speculative: dict[str, Any] | None = None
     """The engine's speculative configuration these flags carry (None: the target alone)."""
+    speculative_local_keys: tuple[str, ...] = ()
+    """Keys of `speculative` whose values name this machine's files (the proposer's path): a configuration checked
+    on another machine may differ there; its identity is `proposer_snapshot`."""
     target_snapshot: str | None = None
     proposer_snapshot: str | None = None
 

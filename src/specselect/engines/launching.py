@@ -139,10 +139,17 @@ def deploy_spec(
 
 
 def serve_flags_of(
-    ctx: GroupContext, gathered: Gathered | None, spec: LaunchSpec, argv: Sequence[str], *, program_length: int
+    ctx: GroupContext,
+    gathered: Gathered | None,
+    spec: LaunchSpec,
+    argv: Sequence[str],
+    *,
+    program_length: int,
+    local_keys: tuple[str, ...] = (),
 ) -> ServeFlags:
     """The serve flags of a deployment spec whose command line is `argv` (its first `program_length` words start
-    the server), with the identities the group was measured with."""
+    the server), with the identities the group was measured with; `local_keys` name the speculative configuration's
+    machine-local paths."""
     caps = ctx.setup.caps
     return ServeFlags(
         engine_kind=ctx.engine.kind,
@@ -151,6 +158,7 @@ def serve_flags_of(
         args=tuple(argv[program_length:]),
         env={name: REDACTED if is_secret_name(name) else value for name, value in spec.env.items()},
         speculative=spec.speculative_config,
+        speculative_local_keys=local_keys,
         target_snapshot=ctx.target.snapshot if ctx.target is not None else None,
         proposer_snapshot=gathered.proposer.snapshot if gathered and gathered.proposer else None,
     )

@@ -305,9 +305,8 @@ class _Check:
                 name = f"workload {scenario.workload}"
                 recorded[name], now[name] = scenario.workload_key, pre.workloads[scenario.workload].identity.key
         speculative = flags.speculative if flags is not None else None
-        return identity_problems(recorded, now) + config_problems(
-            entry.speculative_config, speculative, ignore=("model",)
-        )
+        local = flags.speculative_local_keys if flags is not None else ()
+        return identity_problems(recorded, now) + config_problems(entry.speculative_config, speculative, ignore=local)
 
     def measure(
         self, run: RunContext, job: GroupJob, pre: Preflight, primary: GroupResult | None = None

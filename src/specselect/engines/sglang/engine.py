@@ -57,7 +57,7 @@ from specselect.engines.sglang.gate import backend_gate, sglang_method
 from specselect.engines.sglang.launch import SGLANG_SERVER_MODULE, build_sglang_argv
 from specselect.engines.sglang.probe import probe_sglang
 from specselect.engines.sglang.serverinfo import ServerInfoReading, ServerInfoSnapshot, parse_server_info
-from specselect.engines.sglang.specargs import build_sglang_speculative_args, sglang_algorithm
+from specselect.engines.sglang.specargs import DRAFT_PATH_KEY, build_sglang_speculative_args, sglang_algorithm
 from specselect.engines.sglang.telemetry import (
     SglangAcceptance,
     acceptance_from_snapshots,
@@ -305,7 +305,7 @@ class SglangEngine:
             spec, spec.port, python=None if self._command else "python", command=self._command, enable_metrics=False
         )
         program = len(self._command) if self._command else len(("python", "-m", SGLANG_SERVER_MODULE))
-        return serve_flags_of(ctx, gathered, spec, argv, program_length=program)
+        return serve_flags_of(ctx, gathered, spec, argv, program_length=program, local_keys=(DRAFT_PATH_KEY,))
 
     def batch_schedule(self, schedule: Sequence[ScheduleRange], setup: EngineSetup) -> Mapping[str, Any] | None:
         """SGLang has no per-batch-size proposal schedule."""

@@ -40,6 +40,7 @@ from specselect.engines.base import Proposal
 from specselect.errors import ConfigError
 
 __all__ = [
+    "DRAFT_PATH_KEY",
     "SGLANG_FAMILY_METHODS",
     "SGLANG_METHOD_ALGORITHMS",
     "build_sglang_speculative_args",
@@ -49,6 +50,8 @@ __all__ = [
 ]
 
 _PREFIX = "speculative_"
+DRAFT_PATH_KEY = f"{_PREFIX}draft_model_path"
+"""The configuration key holding the proposer's local path."""
 
 SGLANG_METHOD_ALGORITHMS: Mapping[str, str] = MappingProxyType(
     {
@@ -397,7 +400,7 @@ def build_sglang_speculative_args(
     config: dict[str, Any] = {f"{_PREFIX}algorithm": algorithm}
     draft = _draft_path(algorithm, proposal.proposer_path, target_path, location)
     if draft is not None:
-        config[f"{_PREFIX}draft_model_path"] = str(draft)
+        config[DRAFT_PATH_KEY] = str(draft)
     opts = _normalised_options(
         proposal.options,
         algorithm,

@@ -306,7 +306,7 @@ class VllmEngine:
         )
         argv = build_vllm_argv(spec, spec.port, python=None if self._command else "python", command=self._command)
         program = len(self._command) if self._command else len(("python", "-m", VLLM_SERVER_MODULE))
-        return serve_flags_of(ctx, gathered, spec, argv, program_length=program)
+        return serve_flags_of(ctx, gathered, spec, argv, program_length=program, local_keys=("model",))
 
     def batch_schedule(self, schedule: Sequence[ScheduleRange], setup: EngineSetup) -> Mapping[str, Any] | None:
         """Dynamic speculative decoding (`num_speculative_tokens_per_batch_size`), where the probe found it."""
