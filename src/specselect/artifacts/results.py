@@ -29,10 +29,8 @@ from specselect.core.pairing import MemoryFigure
 from specselect.core.status import RunStatus
 from specselect.engines.base import ReleaseCheck, SanityResult, recorded_proposal_length
 from specselect.engines.capabilities import AnyCapabilities
-from specselect.evidence.pipeline import Evidence, EvidencePolicy, ScenarioEvidence
-from specselect.evidence.rounds.estimate import VariancePool
-from specselect.evidence.rounds.looks import LookPoint, RoundsPlan
-from specselect.evidence.sweeps import DerivedSchedule, DurationEstimate, SweepAnalysis
+from specselect.evidence.pipeline import Evidence
+from specselect.evidence.sweeps import DerivedSchedule, DurationEstimate
 from specselect.records.endpoints import EndpointProbe, TrafficCheck
 from specselect.records.host import HostLoad
 from specselect.records.measurement import ScenarioSummary
@@ -45,6 +43,7 @@ __all__ = [
     "AdmissionFile",
     "AuditFinding",
     "EvidenceFile",
+    "GroupFacts",
     "GroupLaunch",
     "GroupResult",
     "Handoff",
@@ -250,10 +249,16 @@ class GroupLaunch(ServerLife):
 
     index: int = Field(ge=1)
 
+    @classmethod
+    def of(cls, index: int, life: ServerLife) -> GroupLaunch:
+        """Launch `index`'s record."""
+        return cls(index=index, **dict(life))
 
-class GroupResult(ResultsDocument, ServerLife):
-    """`groups/<group>.json`: everything about one group, whether it ran or not; its own launch fields are the
-    first launch's."""
+
+class GroupFacts(BaseModel):
+    """What a group is, whether it ran or not: its role, configuration, identities and admission."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     group: str
     role: GroupRole
@@ -271,14 +276,25 @@ class GroupResult(ResultsDocument, ServerLife):
     """The target reference as the plan wrote it (per track)."""
     endpoint: EndpointProbe | None = None
     """Kind "openai": the endpoint measured and what it reported (identity, engine version, metrics)."""
-    parity_passes: tuple[ParityPassRun, ...] = ()
     derived_schedule: DerivedSchedule | None = None
     """A schedule candidate (`schedule_of`): the per-batch-size schedule it ran, derived from its sweep's
     measurements before it started (or why there was none to run)."""
     launches_planned: int = 1
     """Server launches the plan asked for (`[run] launches`); launch 0 is this result's own fields."""
+
+
+class GroupResult(ResultsDocument, ServerLife, GroupFacts):
+    """`groups/<group>.json`: everything about one group, whether it ran or not (`GroupFacts`); its own launch
+    fields (`ServerLife`) are the first launch's."""
+
+    parity_passes: tuple[ParityPassRun, ...] = ()
     relaunches: tuple[GroupLaunch, ...] = ()
     """Launches 1 .. launches_planned - 1 that ran so far, in index order."""
+
+    @classmethod
+    def of(cls, facts: GroupFacts, first: ServerLife, *, parity_passes: tuple[ParityPassRun, ...] = ()) -> GroupResult:
+        """The group's document: what it is, its first launch, and that launch's parity passes."""
+        return cls(**dict(facts), **dict(first), parity_passes=parity_passes)
 
     def scenario_runs(self, scenario: str) -> tuple[ScenarioRun, ...]:
         """Every launch's run of `scenario` (launch 0 first), including runs that did not complete."""
@@ -338,32 +354,11 @@ class Manifest(ResultsDocument):
     """Why the rounds after a look were left out while pairs were still open (`[run] sequential_budget_s`)."""
 
 
-class EvidenceFile(ResultsDocument):
-    """`evidence.json`: every candidate x scenario, the policy applied, and a verdict per candidate."""
-
-    policy: EvidencePolicy
-    entries: tuple[ScenarioEvidence, ...]
-    verdicts: dict[str, str]
-    sweeps: SweepAnalysis | None = None
-    """Crossover concurrency, proposal-length choices, goodput and early stops, when the run swept anything."""
-    controls: tuple[ScenarioEvidence, ...] = ()
-    """A/A controls (`[run] aa_control`): the baseline's configuration measured as if it were a candidate."""
-    pools: tuple[VariancePool, ...] = ()
-    """Per metric, the run's round variances at the last look and whether they were pooled."""
-    looks: tuple[LookPoint, ...] = ()
-    plan: RoundsPlan | None = None
-    """The rule at the last look: every pair's state and why no more rounds ran."""
+class EvidenceFile(ResultsDocument, Evidence):
+    """`evidence.json`: the pipeline's `Evidence` (every candidate x scenario, the policy applied, a verdict per
+    candidate, sweeps, controls, the rounds' state) with the results header."""
 
     @classmethod
     def of(cls, evidence: Evidence) -> EvidenceFile:
         """The document of the pipeline's evidence."""
-        return cls(
-            policy=evidence.policy,
-            entries=evidence.entries,
-            verdicts=evidence.verdicts,
-            sweeps=evidence.sweeps,
-            controls=evidence.controls,
-            pools=evidence.pools,
-            looks=evidence.looks,
-            plan=evidence.plan,
-        )
+        return cls(**{name: getattr(evidence, name) for name in Evidence.model_fields})

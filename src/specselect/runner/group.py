@@ -11,10 +11,18 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from specselect.admission.gather import Gathered
-from specselect.artifacts.results import GroupLaunch, GroupResult, LaunchRecord, ParityPassRun, ScenarioRun
+from specselect.artifacts.results import (
+    GroupFacts,
+    GroupLaunch,
+    GroupResult,
+    LaunchRecord,
+    ParityPassRun,
+    ScenarioRun,
+    ServerLife,
+)
 from specselect.assets.refs import ResolvedModel
 from specselect.core.gates import AdmissionResult
 from specselect.core.status import RunStatus
@@ -125,13 +133,32 @@ class _Progressed:
     def stop(self) -> ReleaseCheck | None:
         return self.handle.stop() if self.handle is not None else None
 
-    def fields(self) -> dict[str, Any]:
-        return {
-            "launch": self.launch,
-            "sanity": self.sanity,
-            "scenarios": tuple(self.scenarios),
-            "parity_passes": tuple(self.parity),
-        }
+    def life(self, outcome: _Outcome, *, log_path: str | None, started_at: str | None) -> ServerLife:
+        """The launch from start to release: what it measured and how it ended."""
+        return ServerLife(
+            run_status=outcome.run_status,
+            reason=outcome.reason,
+            hint=outcome.hint,
+            launch=self.launch,
+            sanity=self.sanity,
+            scenarios=tuple(self.scenarios),
+            release=outcome.release,
+            log_path=log_path,
+            log_tail=outcome.log_tail,
+            started_at=started_at,
+            finished_at=_now(),
+        )
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    """How a launch ended (an engine failure is an outcome, not an exception)."""
+
+    run_status: RunStatus
+    reason: str
+    hint: str | None = None
+    log_tail: str | None = None
+    release: ReleaseCheck | None = None
 
 
 class _GroupRunner:
@@ -164,27 +191,32 @@ class _GroupRunner:
             setup=run.setup,
         )
 
-    def base_result(self) -> dict[str, Any]:
+    def facts(self) -> GroupFacts:
         cand = self.job.candidate
         gathered = self.job.gathered
         identity = self.engine.identity(self.ctx)
-        return {
-            "group": cand.name,
-            "role": "baseline" if self.job.is_baseline else "control" if cand.is_control else "candidate",
-            "family": BASELINE_FAMILY if cand.runs_target_only else cand.family,
-            "method": None if cand.runs_target_only else (gathered.method if gathered else cand.method),
-            "execution_path": "target_only" if cand.runs_target_only else "speculative",
-            "target_snapshot": identity.target_snapshot,
-            "proposer_snapshot": gathered.proposer.snapshot if gathered and gathered.proposer else None,
-            "engine_version": identity.engine_version,
-            "admission": self.job.admission,
-            "log_path": self.layout.rel(self.layout.group_log(cand.name)) if identity.has_log else None,
-            "track": self.job.track,
-            "target_ref": self.ctx.target_config.model,
-            "endpoint": self.ctx.setup.endpoints.get(cand.name),
-            "derived_schedule": self.job.schedule,
-            "launches_planned": self.plan.run.rounds,
-        }
+        return GroupFacts(
+            group=cand.name,
+            role="baseline" if self.job.is_baseline else "control" if cand.is_control else "candidate",
+            family=BASELINE_FAMILY if cand.runs_target_only else cand.family,
+            method=None if cand.runs_target_only else (gathered.method if gathered else cand.method),
+            execution_path="target_only" if cand.runs_target_only else "speculative",
+            target_snapshot=identity.target_snapshot,
+            proposer_snapshot=gathered.proposer.snapshot if gathered and gathered.proposer else None,
+            engine_version=identity.engine_version,
+            admission=self.job.admission,
+            track=self.job.track,
+            target_ref=self.ctx.target_config.model,
+            endpoint=self.ctx.setup.endpoints.get(cand.name),
+            derived_schedule=self.job.schedule,
+            launches_planned=self.plan.run.rounds,
+        )
+
+    def log_path(self) -> str | None:
+        """The launch's log, relative to the results (None when the engine keeps none)."""
+        if not self.engine.identity(self.ctx).has_log:
+            return None
+        return self.layout.rel(self.layout.group_log(self.job.name, self.index))
 
     def measure_all(self, session: Session, done: _Progressed) -> None:
         temperatures = self.plan.sampling.temperatures
@@ -322,7 +354,7 @@ class _GroupRunner:
             self.measure_all(session, done)
         return handle.stop()
 
-    def attempt(self) -> tuple[_Progressed, dict[str, Any]]:
+    def attempt(self) -> tuple[_Progressed, _Outcome]:
         """Serve and measure; what was measured and the outcome's fields (an engine failure is an outcome).
 
         KeyboardInterrupt stops the server and raises `_Stopped` with what was measured so far.
@@ -332,84 +364,57 @@ class _GroupRunner:
             release = self.serve(done)
         except KeyboardInterrupt:
             hint = "run again with --resume to redo this launch"
-            outcome = {"run_status": RunStatus.FAILED, "reason": "interrupted", "hint": hint}
-            raise _Stopped(done, {**outcome, "release": done.stop()}) from None
+            raise _Stopped(done, _Outcome(RunStatus.FAILED, "interrupted", hint, release=done.stop())) from None
         except EngineError as exc:
             stopped = done.stop()
             reason, hint = _failure_reason(exc)
             handle = done.handle
             tail = exc.log_tail if exc.log_tail is not None else (handle.log_tail() if handle else None)
-            hint = f"{exc.one_line()} -- {hint}"
-            return done, {
-                "run_status": RunStatus.FAILED,
-                "reason": reason,
-                "hint": hint,
-                "log_tail": tail,
-                "release": stopped,
-            }
+            return done, _Outcome(RunStatus.FAILED, reason, f"{exc.one_line()} -- {hint}", tail, stopped)
         except ConfigError as exc:
             stopped = done.stop()
-            return done, {
-                "run_status": RunStatus.FAILED,
-                "reason": "launch_config_invalid",
-                "hint": exc.one_line(),
-                "release": stopped,
-            }
-        return done, {"run_status": RunStatus.COMPLETED, "reason": "measured", "release": release}
+            return done, _Outcome(RunStatus.FAILED, "launch_config_invalid", exc.one_line(), release=stopped)
+        return done, _Outcome(RunStatus.COMPLETED, "measured", release=release)
 
-    def run(self) -> GroupResult:
-        base = self.base_result()
+    def not_run(self) -> tuple[RunStatus, str] | None:
+        """Why the group does not run (skipped, or refused at admission); None when it runs."""
         if self.job.skip_reason is not None:
-            return GroupResult.model_validate(
-                {**base, "run_status": RunStatus.SKIPPED, "reason": self.job.skip_reason, "log_path": None}
-            )
+            return RunStatus.SKIPPED, self.job.skip_reason
         admission = self.job.admission
         if admission is not None and admission.run_status != RunStatus.RUNNABLE:
-            return GroupResult.model_validate(
-                {**base, "run_status": admission.run_status, "reason": admission.reason, "log_path": None}
-            )
-        base["started_at"] = _now()
+            return admission.run_status, admission.reason
+        return None
+
+    def run(self) -> GroupResult:
+        facts = self.facts()
+        not_run = self.not_run()
+        if not_run is not None:
+            return GroupResult.of(facts, ServerLife(run_status=not_run[0], reason=not_run[1]))
+        log, started = self.log_path(), _now()
         try:
             done, outcome = self.attempt()
         except _Stopped as stop:
-            fields = {**base, **stop.done.fields(), **stop.outcome, "finished_at": _now()}
-            raise GroupInterrupted(GroupResult.model_validate(fields)) from None
-        return GroupResult.model_validate({**base, **done.fields(), **outcome, "finished_at": _now()})
+            first = stop.done.life(stop.outcome, log_path=log, started_at=started)
+            raise GroupInterrupted(GroupResult.of(facts, first, parity_passes=tuple(stop.done.parity))) from None
+        first = done.life(outcome, log_path=log, started_at=started)
+        return GroupResult.of(facts, first, parity_passes=tuple(done.parity))
 
     def relaunch(self, primary: GroupResult) -> GroupResult:
         """The group with one more launch appended (launch `self.index`)."""
-        identity = self.engine.identity(self.ctx)
-        log = self.layout.rel(self.layout.group_log(self.job.name, self.index)) if identity.has_log else None
-        started = _now()
+        log, started = self.log_path(), _now()
         try:
             done, outcome = self.attempt()
         except _Stopped as stop:
-            launch = _group_launch(self.index, stop.done, stop.outcome, log_path=log, started_at=started)
+            launch = GroupLaunch.of(self.index, stop.done.life(stop.outcome, log_path=log, started_at=started))
             raise GroupInterrupted(primary.model_copy(update={"relaunches": (*primary.relaunches, launch)})) from None
-        launch = _group_launch(self.index, done, outcome, log_path=log, started_at=started)
+        launch = GroupLaunch.of(self.index, done.life(outcome, log_path=log, started_at=started))
         return primary.model_copy(update={"relaunches": (*primary.relaunches, launch)})
-
-
-def _group_launch(
-    index: int, done: _Progressed, outcome: dict[str, Any], *, log_path: str | None, started_at: str
-) -> GroupLaunch:
-    measured = {key: value for key, value in done.fields().items() if key != "parity_passes"}
-    return GroupLaunch.model_validate(
-        {
-            "index": index,
-            **measured,
-            **outcome,
-            "log_path": log_path,
-            "started_at": started_at,
-            "finished_at": _now(),
-        }
-    )
 
 
 class _Stopped(Exception):
     """Carries what an interrupted launch measured, and its outcome fields, out of `attempt`."""
 
-    def __init__(self, done: _Progressed, outcome: dict[str, Any]) -> None:
+    def __init__(self, done: _Progressed, outcome: _Outcome) -> None:
         super().__init__("interrupted")
         self.done = done
         self.outcome = outcome
