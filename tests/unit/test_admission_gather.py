@@ -13,7 +13,7 @@ import pytest
 from test_assets_files import tiny_llama
 
 from specselect.admission import Gathered, capacity_check
-from specselect.assets.memory import CPU_RUNTIME_OVERHEAD_MB, MemoryTerms, estimate_memory
+from specselect.assets.memory_estimate import CPU_RUNTIME_OVERHEAD_MB, MemoryTerms, estimate_memory
 from specselect.assets.refs import ResolvedModel
 from specselect.core.gates import AdmissionResult, admit
 from specselect.core.status import RunStatus

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from specselect.assets import convert_script
-from specselect.assets.convert import ConverterReport
+from specselect.assets.gguf import ConverterReport
 
 
 def test_the_gguf_name_is_dropped_from_the_saved_config(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from specselect.admission.gather import Gathered
-from specselect.assets.memory import DEFAULT_CPU_KVCACHE_GIB
+from specselect.assets.memory_estimate import DEFAULT_CPU_KVCACHE_GIB
 from specselect.assets.refs import ResolvedModel
 from specselect.core.gates import AdmissionInput, GateCheck
 from specselect.engines.base import EngineSetup, GroupContext, ServeFlags

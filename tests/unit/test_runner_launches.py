@@ -26,9 +26,9 @@ from specselect.engines.sglang import engine as sglang_engine_module
 from specselect.engines.sglang.engine import SglangEngine
 from specselect.errors import InterruptedRun
 from specselect.evidence.pipeline import Evidence
-from specselect.evidence.sweeps.schedule import DerivedSchedule
+from specselect.evidence.sweeps.batch_schedule import DerivedSchedule
 from specselect.runner import run as run_module
-from specselect.runner import schedule as schedule_module
+from specselect.runner import schedule_candidate as schedule_module
 from specselect.runner.conclusion import look
 from specselect.runner.context import RunContext
 from specselect.runner.progress import SilentProgress

@@ -16,7 +16,7 @@ from specselect.artifacts.verify import verify_run
 from specselect.engines import create_engine
 from specselect.engines.base import SanityResult, Session
 from specselect.engines.openai.engine import AttachedServer, OpenAIEndpointEngine
-from specselect.engines.openai.traffic import EndpointTrafficGuard, idle_window, judge_traffic
+from specselect.engines.openai.foreign_traffic import EndpointTrafficGuard, idle_window, judge_traffic
 from specselect.engines.prometheus import MetricSample, MetricsSnapshot
 from specselect.engines.vllm.telemetry import request_spec_metrics
 from specselect.evidence.pipeline import InMemoryRecords

@@ -14,7 +14,7 @@ from specselect.artifacts.store import load_document
 from specselect.artifacts.verify import verify_run
 from specselect.engines.base import SanityResult
 from specselect.engines.openai.engine import AttachedServer, OpenAIEndpointEngine
-from specselect.report.build import write_reports
+from specselect.report.write import write_reports
 from specselect.runner.progress import SilentProgress
 from specselect.runner.run import RunOptions, run_plan
 

@@ -12,7 +12,12 @@ from typing import Any
 import pytest
 
 from specselect.admission import capacity_check
-from specselect.assets.memory import GPU_RUNTIME_OVERHEAD_MB, MemoryTerms, estimate_memory, sglang_default_mem_fraction
+from specselect.assets.memory_estimate import (
+    GPU_RUNTIME_OVERHEAD_MB,
+    MemoryTerms,
+    estimate_memory,
+    sglang_default_mem_fraction,
+)
 from specselect.assets.refs import ResolvedModel
 from specselect.core.gates import AdmissionInput, GateCheck, admit
 from specselect.core.gates import GateCheck as Check

@@ -6,7 +6,7 @@ capacity gates themselves are the same for every engine and live here.
 
 from specselect.admission.capacity import CapacityTerms, capacity_check
 from specselect.admission.gather import ADMISSION_OPTION_KEYS, Gathered, gather_admission
-from specselect.admission.plan import Admissions, admit_plan, shared_admission_key
+from specselect.admission.plan_admission import Admissions, admit_plan, shared_admission_key
 
 __all__ = [
     "ADMISSION_OPTION_KEYS",

@@ -1,6 +1,6 @@
 """Admission gate 5 (capacity): enough devices and memory for one server.
 
-The estimate itself is `specselect.assets.memory.estimate_memory`. Its inputs that depend on the engine --
+The estimate itself is `specselect.assets.memory_estimate.estimate_memory`. Its inputs that depend on the engine --
 where the server runs, the engine's share of device memory (vLLM's `--gpu-memory-utilization`, SGLang's
 `--mem-fraction-static` or SGLang's own default), the runtime overhead inside that share, the devices the
 draft is split over -- come from the engine as `CapacityTerms`; this module turns them into a `GateCheck`.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from specselect.assets.memory import MemoryTerms, estimate_memory
+from specselect.assets.memory_estimate import MemoryTerms, estimate_memory
 from specselect.assets.refs import ResolvedModel
 from specselect.core.gates import FactValue, GateCheck
 

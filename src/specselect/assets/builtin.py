@@ -23,7 +23,7 @@ from types import MappingProxyType
 from typing import Any
 
 from specselect.assets.chunked import prepare_chunked, resolve_chunked
-from specselect.assets.convert import run_converter
+from specselect.assets.gguf import run_converter
 from specselect.assets.identity import FileHashCache
 from specselect.assets.marker import (
     MODEL_MARKER,

@@ -25,7 +25,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from specselect.assets.chunks import join_chunks
-from specselect.assets.convert import ConverterReport, run_converter
+from specselect.assets.gguf import ConverterReport, run_converter
 from specselect.assets.identity import FileHashCache
 from specselect.assets.marker import finalize, fresh_tmp, needs_env, not_present, read_complete, resolved
 from specselect.assets.packages import install_packages

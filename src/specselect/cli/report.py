@@ -6,9 +6,9 @@ import argparse
 import json
 from pathlib import Path
 
-from specselect.report.build import write_report_data
 from specselect.report.console import admission_table, decision_table, groups_table, make_console
 from specselect.report.data import load_report_data
+from specselect.report.write import write_report_data
 
 __all__ = ["register", "run"]
 

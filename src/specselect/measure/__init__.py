@@ -8,7 +8,7 @@
 from specselect.measure.loadgen import ProgressFn, run_load
 from specselect.measure.memory import PeakMemorySampler, process_tree_rss_bytes
 from specselect.measure.metrics import decode_tok_s, e2e_ms, itl_ms, stats_of, summarize, tpot_ms, ttft_ms
-from specselect.measure.schedule import (
+from specselect.measure.requestplan import (
     PlannedRequest,
     arrival_offsets,
     build_body,

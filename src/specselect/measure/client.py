@@ -15,7 +15,7 @@ from time import perf_counter
 import aiohttp
 
 from specselect.errors import ConfigError
-from specselect.measure.schedule import PlannedRequest
+from specselect.measure.requestplan import PlannedRequest
 from specselect.records.measurement import Endpoint, ErrorKind
 
 __all__ = ["RawExchange", "auth_headers", "open_session", "send_streaming"]

@@ -13,7 +13,7 @@ import aiohttp
 from specselect.errors import ConfigError
 from specselect.measure.client import RawExchange, auth_headers, open_session, send_streaming
 from specselect.measure.metrics import summarize
-from specselect.measure.schedule import arrival_offsets, plan_requests
+from specselect.measure.requestplan import arrival_offsets, plan_requests
 from specselect.measure.stream import build_record
 from specselect.records.measurement import Endpoint, ErrorKind, LoadShape, ScenarioResult, ScenarioSpec
 from specselect.records.telemetry import SpecMetricsReader

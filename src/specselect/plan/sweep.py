@@ -13,7 +13,7 @@ slowest, then the grid keys in sorted order. Each sub-candidate records its `Swe
 holds the expanded entries and validates again unchanged (an entry whose `sweep` is an origin is not
 expanded again). With `measure_schedule`, one more candidate `<name>.schedule` follows the sub-candidates: the
 largest length, the same options, and `schedule_of = "<name>"`; the runner fills in its schedule once the
-sub-candidates ran (see `specselect.evidence.sweeps.schedule`).
+sub-candidates ran (see `specselect.evidence.sweeps.batch_schedule`).
 """
 
 from __future__ import annotations

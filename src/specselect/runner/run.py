@@ -31,7 +31,7 @@ from specselect.runner.resume import (
     resumed_preflight,
 )
 from specselect.runner.rounds import RoundLoop, first_round_order
-from specselect.runner.schedule import DerivationInputs, schedule_job, with_schedule
+from specselect.runner.schedule_candidate import DerivationInputs, schedule_job, with_schedule
 from specselect.runner.signals import sigterm_as_interrupt
 
 __all__ = ["RunOptions", "RunOutcome", "plan_scenarios", "probe_plan", "run_plan"]

@@ -26,8 +26,8 @@ from specselect.engines.base import (
 )
 from specselect.engines.http import local_request, sanity_check
 from specselect.engines.openai.facts import endpoint_admission_input, endpoint_findings
+from specselect.engines.openai.foreign_traffic import EndpointTrafficGuard
 from specselect.engines.openai.probe import endpoint_headers, metrics_flavor, probe_endpoint
-from specselect.engines.openai.traffic import EndpointTrafficGuard
 from specselect.engines.prometheus import MetricsSnapshot, parse_prometheus
 from specselect.engines.vllm.telemetry import request_spec_metrics, spec_decode_delta
 from specselect.errors import ConfigError, ProtocolError, ServerTimeoutError

@@ -16,7 +16,7 @@ from typing import Any, Protocol, cast
 
 from specselect.admission.capacity import CapacityTerms
 from specselect.admission.gather import Gathered, Resolving, disabled, gather_admission
-from specselect.assets.memory import MemoryTerms, sglang_default_mem_fraction
+from specselect.assets.memory_estimate import MemoryTerms, sglang_default_mem_fraction
 from specselect.assets.refs import ResolvedModel
 from specselect.common.fileio import atomic_write_bytes
 from specselect.common.secrets import REDACTED, write_private_file

@@ -9,7 +9,7 @@ from typing import Any
 
 from specselect.admission.capacity import CapacityTerms
 from specselect.admission.gather import Gathered, Resolving, disabled, gather_admission
-from specselect.assets.memory import DEFAULT_CPU_KVCACHE_GIB, GPU_RUNTIME_OVERHEAD_MB, MemoryTerms
+from specselect.assets.memory_estimate import DEFAULT_CPU_KVCACHE_GIB, GPU_RUNTIME_OVERHEAD_MB, MemoryTerms
 from specselect.assets.refs import ResolvedModel
 from specselect.common.home import default_home
 from specselect.engines.base import (

@@ -27,7 +27,7 @@ from engine telemetry; without it the prediction stays null -- it is never infer
 
 from __future__ import annotations
 
-from specselect.evidence.prediction.model import (
+from specselect.evidence.prediction.cost_model import (
     MODEL,
     PREDICTION_SCHEMA_VERSION,
     ProposerCost,

@@ -21,7 +21,7 @@ from typing import Annotated, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from specselect.evidence.prediction.model import (
+from specselect.evidence.prediction.cost_model import (
     ProposerCost,
     SpeedupPrediction,
     VerifyCostModel,

@@ -20,6 +20,20 @@ from specselect.evidence.sweeps.analysis import (
     ScenarioGoodput,
     SweepAnalysis,
 )
+from specselect.evidence.sweeps.batch_schedule import (
+    COMPARISON_RULE,
+    SCHEDULE_RULE,
+    DerivedSchedule,
+    ScheduleCell,
+    ScheduleComparison,
+    ScheduleLevel,
+    ScheduleRow,
+    capped_schedule,
+    compare_schedule,
+    cutoff_schedule,
+    derive_schedule,
+    schedule_ranges,
+)
 from specselect.evidence.sweeps.budget import (
     DURATION_RULE,
     DurationEstimate,
@@ -38,20 +52,6 @@ from specselect.evidence.sweeps.crossover import (
 from specselect.evidence.sweeps.goodput import GOODPUT_RULE, Goodput, GoodputStatus, goodput
 from specselect.evidence.sweeps.length import LENGTH_RULE, LengthChoice, LengthRow, LengthStatus, choose_length
 from specselect.evidence.sweeps.point import EARLY_STOP_RULE, SweepPoint, clearly_losing, early_stop_reason
-from specselect.evidence.sweeps.schedule import (
-    COMPARISON_RULE,
-    SCHEDULE_RULE,
-    DerivedSchedule,
-    ScheduleCell,
-    ScheduleComparison,
-    ScheduleLevel,
-    ScheduleRow,
-    capped_schedule,
-    compare_schedule,
-    cutoff_schedule,
-    derive_schedule,
-    schedule_ranges,
-)
 
 __all__ = [
     "COMPARISON_RULE",

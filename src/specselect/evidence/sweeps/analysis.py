@@ -6,11 +6,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from specselect.evidence.sweeps.batch_schedule import ScheduleComparison
 from specselect.evidence.sweeps.crossover import Crossover
 from specselect.evidence.sweeps.goodput import Goodput
 from specselect.evidence.sweeps.length import LengthChoice
 from specselect.evidence.sweeps.point import EARLY_STOP_RULE
-from specselect.evidence.sweeps.schedule import ScheduleComparison
 
 __all__ = [
     "SWEEP_ANALYSIS_RULE",
