@@ -22,7 +22,7 @@ import specselect
 from specselect import api
 from specselect.engines.base import SanityResult
 from specselect.engines.openai.engine import AttachedServer, OpenAIEndpointEngine
-from specselect.errors import ConfigError, MissingDependencyError, PlanError, ResultsError
+from specselect.errors import ConfigError, MissingDependencyError, PlanError, ResultsError, UsageError
 from specselect.plan import builtin_plan_text
 from specselect.runner.progress import SilentProgress
 
@@ -352,6 +352,16 @@ def test_a_missing_results_directory_is_a_one_line_results_error(tmp_path: Path)
 
 def _copy(session: Session, tmp_path: Path) -> Path:
     return Path(shutil.copytree(session.outcome.layout.root, tmp_path / "api"))
+
+
+def test_check_refuses_repeats_and_rounds_out_of_range_before_measuring_anything(session: Session) -> None:
+    root = session.outcome.layout.root
+    with pytest.raises(UsageError) as repeats:
+        specselect.check(root, repeats=0)
+    assert str(repeats.value) == "--repeats: 0 repeats (fix: give 1 to 100 repeats)"
+    with pytest.raises(UsageError) as rounds:
+        specselect.check(root, rounds=51)
+    assert str(rounds.value) == "--rounds: 51 rounds (fix: give 1 to 50 rounds)"
 
 
 def test_a_corrupt_document_is_a_one_line_results_error_naming_it(session: Session, tmp_path: Path) -> None:
