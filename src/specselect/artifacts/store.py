@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -10,12 +11,20 @@ from pydantic import BaseModel, ValidationError
 
 import specselect
 from specselect.artifacts.layout import RunLayout
-from specselect.artifacts.results import RESULTS_SCHEMA_VERSION, GroupResult, Manifest
+from specselect.artifacts.results import (
+    RESULTS_SCHEMA_VERSION,
+    AdmissionFile,
+    EvidenceFile,
+    GroupResult,
+    Handoff,
+    Manifest,
+    PreflightFile,
+)
 from specselect.errors import ProtocolError, ResultsError
 from specselect.records.measurement import RequestRecord
 from specselect.records.telemetry import SpecMetricsReader
 
-__all__ = ["check_header", "load_document", "load_group", "load_manifest", "load_records"]
+__all__ = ["RunDocuments", "check_header", "load_document", "load_group", "load_manifest", "load_records", "load_run"]
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -102,3 +111,75 @@ def load_records(
             raise ResultsError(f"invalid record: {exc.message}", location=f"{path}:{number}") from exc
         out.append(record)
     return out
+
+
+@dataclass(frozen=True)
+class RunDocuments:
+    """The result documents of one run, groups in plan order; an optional document is None when it is not there
+    (an interrupted run has no evidence yet), with a note saying so."""
+
+    root: Path
+    manifest: Manifest
+    preflight: PreflightFile | None
+    admission: AdmissionFile | None
+    groups: tuple[GroupResult, ...]
+    evidence: EvidenceFile | None
+    handoff: Handoff | None
+    notes: tuple[str, ...] = ()
+    """What could not be read and what that leaves out, one line each."""
+
+
+def _optional(path: Path, model: type[M], notes: list[str], why: str) -> M | None:
+    if not path.exists():
+        notes.append(f"{path.name} is missing: {why}")
+        return None
+    return load_document(path, model)
+
+
+def _groups(layout: RunLayout, manifest: Manifest, notes: list[str]) -> tuple[GroupResult, ...]:
+    groups: list[GroupResult] = []
+    for entry in manifest.groups:
+        if entry.summary is None:
+            notes.append(f"group {entry.name} has no result yet ({entry.reason})")
+            continue
+        path = layout.root / entry.summary
+        if not path.exists():
+            notes.append(f"{entry.summary} is missing: group {entry.name} is shown from the manifest only")
+            continue
+        groups.append(load_document(path, GroupResult))
+    return tuple(groups)
+
+
+def load_run(results_dir: Path) -> RunDocuments:
+    """Read a run's result documents (the manifest required, the others when present); ResultsError naming the file
+    for a missing or foreign directory or a document of another schema version."""
+    root = Path(results_dir)
+    if not root.is_dir():
+        raise ResultsError(
+            "results directory not found",
+            location=str(root),
+            fix="give results/<label> of a `specselect run` (see the labels under results/)",
+        )
+    layout = RunLayout(root)
+    if not layout.manifest.exists():
+        raise ResultsError(
+            "no manifest.json: not a specselect results directory",
+            location=str(root),
+            fix="give results/<label> of a `specselect run`",
+        )
+    manifest = load_document(layout.manifest, Manifest)
+    notes: list[str] = []
+    preflight = _optional(layout.preflight, PreflightFile, notes, "identities and host facts are not shown")
+    admission = _optional(layout.admission, AdmissionFile, notes, "the admission matrix is not shown")
+    groups = _groups(layout, manifest, notes)
+    evidence: EvidenceFile | None = None
+    handoff: Handoff | None = None
+    if manifest.status == "complete":
+        evidence = _optional(layout.evidence, EvidenceFile, notes, "no decisions can be shown")
+        handoff = _optional(layout.handoff, Handoff, notes, "no recommendation can be shown")
+    else:
+        notes.append(
+            f"the run is {manifest.status}: no evidence or decisions yet "
+            f"(finish it with `specselect run {manifest.plan_source} --label {manifest.label} --resume`)"
+        )
+    return RunDocuments(root, manifest, preflight, admission, groups, evidence, handoff, tuple(notes))

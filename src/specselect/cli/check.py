@@ -10,7 +10,7 @@ from pathlib import Path
 
 from specselect.common.home import default_home
 from specselect.errors import RegressionFound
-from specselect.runner.check import CheckOptions, run_check
+from specselect.runner.check import MAX_REPEATS, MAX_ROUNDS, CheckOptions, run_check
 from specselect.runner.progress import make_progress
 
 __all__ = ["register", "run"]
@@ -18,15 +18,15 @@ __all__ = ["register", "run"]
 
 def _repeats(text: str) -> int:
     value = int(text)
-    if not 1 <= value <= 100:
-        raise argparse.ArgumentTypeError("give 1 to 100 repeats")
+    if not 1 <= value <= MAX_REPEATS:
+        raise argparse.ArgumentTypeError(f"give 1 to {MAX_REPEATS} repeats")
     return value
 
 
 def _rounds(text: str) -> int:
     value = int(text)
-    if not 1 <= value <= 50:
-        raise argparse.ArgumentTypeError("give 1 to 50 rounds")
+    if not 1 <= value <= MAX_ROUNDS:
+        raise argparse.ArgumentTypeError(f"give 1 to {MAX_ROUNDS} rounds")
     return value
 
 

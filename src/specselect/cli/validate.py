@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from specselect.engines import create_engine
-from specselect.errors import ConfigError
-from specselect.plan import load_plan
-from specselect.runner.preflight import distribution_test_cost
+from specselect.runner.preflight import distribution_test_cost, validate_plan
 
 __all__ = ["register", "run"]
 
@@ -26,11 +23,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def run(args: argparse.Namespace) -> int:
     """Validate `args.plan` (and what its engine can tell without a probe); errors go to the CLI's handler."""
-    loaded = load_plan(args.plan)
+    loaded = validate_plan(args.plan)
     plan = loaded.plan
-    problems = create_engine(plan.engine).plan_problems(plan)
-    if problems:
-        raise ConfigError("the plan is not valid for its engine", location=loaded.source, problems=problems)
     candidates = sum(not g.is_baseline for g in plan.groups)
     print(
         f"OK {loaded.source}: plan {plan.label!r} is valid: baseline + {candidates} "

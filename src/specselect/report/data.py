@@ -10,9 +10,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
-
-from pydantic import BaseModel
 
 from specselect.artifacts.layout import RunLayout
 from specselect.artifacts.results import (
@@ -23,13 +20,11 @@ from specselect.artifacts.results import (
     Manifest,
     PreflightFile,
 )
-from specselect.artifacts.store import load_document, load_records
+from specselect.artifacts.store import load_records, load_run
 from specselect.errors import ResultsError
 from specselect.evidence.pipeline import ScenarioEvidence
 from specselect.measure.metrics import e2e_ms, tpot_ms, ttft_ms
 from specselect.report.trust import trust_lines
-
-M = TypeVar("M", bound=BaseModel)
 
 __all__ = ["LatencySamples", "ReportData", "load_report_data"]
 
@@ -94,13 +89,6 @@ class ReportData:
         return tuple(e for e in self.evidence.entries if scenario is None or e.scenario == scenario)
 
 
-def _optional(path: Path, model: type[M], notes: list[str], why: str) -> M | None:
-    if not path.exists():
-        notes.append(f"{path.name} is missing: {why}")
-        return None
-    return load_document(path, model)
-
-
 def _latencies(layout: RunLayout, group: GroupResult, notes: list[str]) -> dict[tuple[str, str], LatencySamples]:
     out: dict[tuple[str, str], LatencySamples] = {}
     for scen in group.scenarios:
@@ -124,56 +112,21 @@ def _latencies(layout: RunLayout, group: GroupResult, notes: list[str]) -> dict[
 
 def load_report_data(results_dir: Path) -> ReportData:
     """Read a run's result documents; ResultsError for a missing, foreign or other-version directory."""
-    root = Path(results_dir)
-    if not root.is_dir():
-        raise ResultsError(
-            "results directory not found",
-            location=str(root),
-            fix="give results/<label> of a `specselect run` (see the labels under results/)",
-        )
-    layout = RunLayout(root)
-    if not layout.manifest.exists():
-        raise ResultsError(
-            "no manifest.json: not a specselect results directory",
-            location=str(root),
-            fix="give results/<label> of a `specselect run`",
-        )
-    manifest = load_document(layout.manifest, Manifest)
-    notes: list[str] = []
-    preflight = _optional(layout.preflight, PreflightFile, notes, "identities and host facts are not shown")
-    admission = _optional(layout.admission, AdmissionFile, notes, "the admission matrix is not shown")
-    groups: list[GroupResult] = []
+    run = load_run(results_dir)
+    layout = RunLayout(run.root)
+    notes = list(run.notes)
     latencies: dict[tuple[str, str], LatencySamples] = {}
-    for entry in manifest.groups:
-        if entry.summary is None:
-            notes.append(f"group {entry.name} has no result yet ({entry.reason})")
-            continue
-        path = root / entry.summary
-        if not path.exists():
-            notes.append(f"{entry.summary} is missing: group {entry.name} is shown from the manifest only")
-            continue
-        group = load_document(path, GroupResult)
-        groups.append(group)
+    for group in run.groups:
         latencies.update(_latencies(layout, group, notes))
-    evidence: EvidenceFile | None = None
-    handoff: Handoff | None = None
-    if manifest.status == "complete":
-        evidence = _optional(layout.evidence, EvidenceFile, notes, "no decisions can be shown")
-        handoff = _optional(layout.handoff, Handoff, notes, "no recommendation can be shown")
-    else:
-        notes.append(
-            f"the run is {manifest.status}: no evidence or decisions yet "
-            f"(finish it with `specselect run {manifest.plan_source} --label {manifest.label} --resume`)"
-        )
-    notes.extend(trust_lines(evidence, manifest.sequential_stop))
+    notes.extend(trust_lines(run.evidence, run.manifest.sequential_stop))
     return ReportData(
-        root=root,
-        manifest=manifest,
-        preflight=preflight,
-        admission=admission,
-        groups=tuple(groups),
-        evidence=evidence,
-        handoff=handoff,
+        root=run.root,
+        manifest=run.manifest,
+        preflight=run.preflight,
+        admission=run.admission,
+        groups=run.groups,
+        evidence=run.evidence,
+        handoff=run.handoff,
         latencies=latencies,
         notes=tuple(notes),
     )

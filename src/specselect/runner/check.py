@@ -45,9 +45,21 @@ from specselect.runner.preflight import Preflight, run_preflight
 from specselect.runner.progress import Progress
 from specselect.runner.rounds import RoundLoop
 
-__all__ = ["CHECK_FILE", "CheckOptions", "CheckOutcome", "Recorded", "load_recorded", "run_check"]
+__all__ = [
+    "CHECK_FILE",
+    "MAX_REPEATS",
+    "MAX_ROUNDS",
+    "CheckOptions",
+    "CheckOutcome",
+    "Recorded",
+    "load_recorded",
+    "run_check",
+]
 
 CHECK_FILE = "check.json"
+MAX_REPEATS = 100
+MAX_ROUNDS = 50
+"""The most passes per side and paired rounds a check takes (`--repeats`, `--rounds`)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,6 +76,13 @@ class CheckOptions:
     """Paired rounds (None: the measured plan's `[run] rounds`, as the recorded run's first look)."""
     out_dir: Path | None = None
     home: Path | None = None
+
+    def __post_init__(self) -> None:
+        # The CLI's argument types refuse these first; a library caller gets the same refusal, before any work.
+        if not 1 <= self.repeats <= MAX_REPEATS:
+            raise UsageError(f"{self.repeats} repeats", location="--repeats", fix=f"give 1 to {MAX_REPEATS} repeats")
+        if self.rounds is not None and not 1 <= self.rounds <= MAX_ROUNDS:
+            raise UsageError(f"{self.rounds} rounds", location="--rounds", fix=f"give 1 to {MAX_ROUNDS} rounds")
 
 
 @dataclasses.dataclass(frozen=True)

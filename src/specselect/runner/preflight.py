@@ -16,16 +16,17 @@ from pathlib import Path
 from specselect.artifacts.results import AuditFinding, PreflightFile
 from specselect.assets.refs import ResolvedModel, resolve_model
 from specselect.common.hostfacts import collect_host_info
-from specselect.engines import Engine, EngineSetup
+from specselect.engines import Engine, EngineSetup, create_engine
 from specselect.engines.base import Finding
-from specselect.plan import BASELINE_GROUP, LoadedPlan, Plan
+from specselect.errors import ConfigError
+from specselect.plan import BASELINE_GROUP, LoadedPlan, Plan, load_plan
 from specselect.plan.workloads import workload_source
 from specselect.runner.progress import Progress
 from specselect.workloads.extract import extractions_for, prepare_builtin_workloads
 from specselect.workloads.loader import load_workload
 from specselect.workloads.model import Workload
 
-__all__ = ["Preflight", "audit_plan", "distribution_test_cost", "run_preflight"]
+__all__ = ["Preflight", "audit_plan", "distribution_test_cost", "run_preflight", "validate_plan"]
 
 _MIN_FREE_DISK_MB = 1024
 
@@ -52,6 +53,16 @@ def _key_envs(loaded: LoadedPlan) -> list[str]:
     """Every API-key variable the plan names (the engine's and the endpoints'), once each."""
     names = [loaded.plan.engine.api_key_env, *(g.endpoint.api_key_env for g in loaded.plan.groups if g.endpoint)]
     return list(dict.fromkeys(n for n in names if n))
+
+
+def validate_plan(plan_ref: str | Path) -> LoadedPlan:
+    """The plan file (or `builtin:NAME`) loaded, validated and checked against what its engine can tell without a
+    probe (`specselect validate`); PlanError or ConfigError with one line per problem otherwise."""
+    loaded = load_plan(plan_ref)
+    problems = create_engine(loaded.plan.engine).plan_problems(loaded.plan)
+    if problems:
+        raise ConfigError("the plan is not valid for its engine", location=loaded.source, problems=problems)
+    return loaded
 
 
 def distribution_test_cost(plan: Plan, items: Mapping[str, int] | None = None) -> str:
