@@ -23,14 +23,8 @@ from specselect.artifacts.results import (
 from specselect.core.status import Decision, EvidenceStatus, RunStatus
 from specselect.evidence.acceptance import acceptance_spread
 from specselect.evidence.mix import MixPolicy
-from specselect.evidence.pipeline import (
-    RULE,
-    TRACK_RULE,
-    RecordSource,
-    ScenarioEvidence,
-    ScenarioKey,
-    group_track,
-)
+from specselect.evidence.pipeline.inputs import RecordSource, ScenarioKey, group_track
+from specselect.evidence.pipeline.result import RULE, TRACK_RULE, ScenarioEvidence
 from specselect.evidence.stats import BootstrapPolicy
 from specselect.plan import Plan, SamplingConfig
 from specselect.plan.rules import BASELINE_GROUP

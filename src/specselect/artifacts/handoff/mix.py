@@ -20,7 +20,7 @@ from specselect.artifacts.results import (
 from specselect.core.status import Decision, EvidenceStatus
 from specselect.engines.base import ServeFlags
 from specselect.evidence.mix import MIX_RULE, CellSpeedup, MixCell, MixEstimate, MixPolicy, mix_speedup
-from specselect.evidence.pipeline import ScenarioEvidence
+from specselect.evidence.pipeline.result import ScenarioEvidence
 from specselect.plan.traffic import TrafficConfig
 from specselect.records.proposals import ScheduleRange
 
