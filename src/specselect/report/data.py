@@ -13,14 +13,9 @@ from pathlib import Path
 
 from specselect.artifacts.layout import RunLayout
 from specselect.artifacts.results import (
-    AdmissionFile,
-    EvidenceFile,
     GroupResult,
-    Handoff,
-    Manifest,
-    PreflightFile,
 )
-from specselect.artifacts.store import load_records, load_run
+from specselect.artifacts.store import RunDocuments, load_records, load_run
 from specselect.errors import ResultsError
 from specselect.evidence.pipeline import ScenarioEvidence
 from specselect.measure.metrics import e2e_ms, tpot_ms, ttft_ms
@@ -40,20 +35,12 @@ class LatencySamples:
 
 
 @dataclass(frozen=True)
-class ReportData:
-    """The documents of one run, in plan order, plus latencies from the raw records."""
+class ReportData(RunDocuments):
+    """The documents of one run, in plan order (`notes`: what could not be read, shown in the report), plus
+    latencies from the raw records."""
 
-    root: Path
-    manifest: Manifest
-    preflight: PreflightFile | None
-    admission: AdmissionFile | None
-    groups: tuple[GroupResult, ...]
-    evidence: EvidenceFile | None
-    handoff: Handoff | None
     latencies: Mapping[tuple[str, str], LatencySamples] = field(default_factory=dict)
     """(group, scenario) -> latencies; absent when the group did not measure that scenario."""
-    notes: tuple[str, ...] = ()
-    """Problems met while reading (missing optional files), shown in the report."""
 
     @property
     def baseline(self) -> GroupResult | None:
@@ -119,14 +106,4 @@ def load_report_data(results_dir: Path) -> ReportData:
     for group in run.groups:
         latencies.update(_latencies(layout, group, notes))
     notes.extend(trust_lines(run.evidence, run.manifest.sequential_stop))
-    return ReportData(
-        root=run.root,
-        manifest=run.manifest,
-        preflight=run.preflight,
-        admission=run.admission,
-        groups=run.groups,
-        evidence=run.evidence,
-        handoff=run.handoff,
-        latencies=latencies,
-        notes=tuple(notes),
-    )
+    return ReportData(**{**vars(run), "notes": tuple(notes)}, latencies=latencies)
