@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from _reduced_plan import specselect
 
-from specselect.artifacts.layout import RunLayout
-from specselect.artifacts.results import EvidenceFile, GroupResult, Handoff, Manifest
-from specselect.artifacts.store import load_document
-from specselect.plan.loader import builtin_plan_text
+from specselect._artifacts.layout import RunLayout
+from specselect._artifacts.results import EvidenceFile, GroupResult, Handoff, Manifest
+from specselect._artifacts.store import load_document
+from specselect._plan.loader import builtin_plan_text
 
 pytestmark = pytest.mark.integration
 

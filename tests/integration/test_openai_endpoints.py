@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 from _reduced_plan import COPY_LIST, specselect, write_workload
 
-from specselect.artifacts.layout import RunLayout
-from specselect.artifacts.results import EvidenceFile, GroupResult, Handoff, Manifest
-from specselect.artifacts.store import load_document, load_records
-from specselect.engines.base import RunningServer
-from specselect.engines.http import local_request
-from specselect.engines.vllm.engine import VllmEngine
+from specselect._artifacts.layout import RunLayout
+from specselect._artifacts.results import EvidenceFile, GroupResult, Handoff, Manifest
+from specselect._artifacts.store import load_document, load_records
+from specselect._engines.base import RunningServer
+from specselect._engines.http import local_request
+from specselect._engines.vllm.engine import VllmEngine
 
 pytestmark = pytest.mark.integration
 

@@ -11,9 +11,9 @@ import psutil
 import pytest
 from _reduced_plan import RecordedRun, specselect
 
-from specselect.artifacts.layout import RunLayout
-from specselect.artifacts.results import EvidenceFile, GroupResult, Handoff, Manifest, PreflightFile
-from specselect.artifacts.store import load_document, load_records
+from specselect._artifacts.layout import RunLayout
+from specselect._artifacts.results import EvidenceFile, GroupResult, Handoff, Manifest, PreflightFile
+from specselect._artifacts.store import load_document, load_records
 
 pytestmark = pytest.mark.integration
 

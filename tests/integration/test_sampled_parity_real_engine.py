@@ -25,9 +25,9 @@ from pathlib import Path
 import pytest
 from _reduced_plan import cpu_plan_head, specselect
 
-from specselect.artifacts.layout import RunLayout
-from specselect.artifacts.results import EvidenceFile, GroupResult
-from specselect.artifacts.store import load_document
+from specselect._artifacts.layout import RunLayout
+from specselect._artifacts.results import EvidenceFile, GroupResult
+from specselect._artifacts.store import load_document
 
 pytestmark = pytest.mark.integration
 

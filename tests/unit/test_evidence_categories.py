@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from specselect.evidence.categories import UNCATEGORIZED, acceptance_summary, category_breakdown
-from specselect.evidence.samples import RequestPair, RequestSample
-from specselect.evidence.stats import BootstrapPolicy
+from specselect._evidence.categories import UNCATEGORIZED, acceptance_summary, category_breakdown
+from specselect._evidence.samples import RequestPair, RequestSample
+from specselect._evidence.stats import BootstrapPolicy
 from specselect.records.telemetry import RequestSpecMetrics
 
 POLICY = BootstrapPolicy(n_resamples=300)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from specselect.evidence.parity import (
+from specselect._evidence.parity import (
     CHARACTER_LEVEL_NOTE,
     Output,
     ParityPolicy,
@@ -19,7 +19,7 @@ from specselect.evidence.parity import (
     quality_ok_from_verdict,
     scenario_parity,
 )
-from specselect.evidence.samples import RequestKey
+from specselect._evidence.samples import RequestKey
 from specselect.records.measurement import ErrorKind, RequestRecord
 
 
@@ -232,7 +232,7 @@ def test_verdict_to_quality_ok() -> None:
 
 
 def test_result_round_trips_through_json() -> None:
-    from specselect.evidence.parity import ScenarioParity
+    from specselect._evidence.parity import ScenarioParity
 
     result = scenario_parity({("a", 0): [1, 2], ("a", 1): [1, 2]}, {("a", 0): [1, 3], ("a", 1): [1, 2]})
     again = ScenarioParity.model_validate_json(result.model_dump_json())

@@ -11,12 +11,12 @@ import pytest
 from test_evidence_pipeline_tracks import ACTIVE, KEY, scenario_run
 from test_evidence_pipeline_tracks import records as one_launch_records
 
-from specselect.artifacts.results import GroupLaunch, GroupResult
-from specselect.core.decision import Thresholds
-from specselect.core.status import RunStatus
-from specselect.evidence.pipeline import Evidence, EvidenceSettings, InMemoryRecords, build_evidence
-from specselect.evidence.rounds.design import LookSchedule
-from specselect.evidence.stats import BootstrapPolicy
+from specselect._artifacts.results import GroupLaunch, GroupResult
+from specselect._core.decision import Thresholds
+from specselect._core.status import RunStatus
+from specselect._evidence.pipeline import Evidence, EvidenceSettings, InMemoryRecords, build_evidence
+from specselect._evidence.rounds.design import LookSchedule
+from specselect._evidence.stats import BootstrapPolicy
 from specselect.records.host import HostLoad
 from specselect.records.measurement import RequestRecord
 from specselect.records.memory import PeakMemory

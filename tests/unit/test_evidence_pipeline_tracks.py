@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from specselect.artifacts.handoff.build import HandoffInputs, build_handoff
-from specselect.artifacts.results import EvidenceFile, GroupLaunch, GroupResult, ScenarioRun
-from specselect.core.decision import Thresholds
-from specselect.core.status import RunStatus
-from specselect.evidence.pipeline import (
+from specselect._artifacts.handoff.build import HandoffInputs, build_handoff
+from specselect._artifacts.results import EvidenceFile, GroupLaunch, GroupResult, ScenarioRun
+from specselect._core.decision import Thresholds
+from specselect._core.status import RunStatus
+from specselect._evidence.pipeline import (
     TRACK_RULE,
     EvidenceSettings,
     InMemoryRecords,
@@ -18,14 +18,14 @@ from specselect.evidence.pipeline import (
     ScenarioKey,
     build_evidence,
 )
-from specselect.evidence.sampled_parity import SampledParityPolicy
-from specselect.evidence.stats import BootstrapPolicy
-from specselect.measure.metrics import summarize
-from specselect.plan import Plan
+from specselect._evidence.sampled_parity import SampledParityPolicy
+from specselect._evidence.stats import BootstrapPolicy
+from specselect._measure.metrics import summarize
+from specselect._plan import Plan
+from specselect._workloads.model import WorkloadIdentity
 from specselect.records.measurement import CacheSaltPolicy, LoadShape, RequestRecord, ScenarioSpec, TokenLogprob
 from specselect.records.memory import PeakMemory
 from specselect.records.telemetry import SpecTelemetry
-from specselect.workloads.model import WorkloadIdentity
 
 ITEMS = ("a", "b", "c", "d")
 KEY = ScenarioKey("w", 1)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specselect.evidence.sampled_parity import (
+from specselect._evidence.sampled_parity import (
     PromptSamples,
     Sample,
     SampledParity,
@@ -16,7 +16,7 @@ from specselect.evidence.sampled_parity import (
     StatisticResult,
     sampled_parity,
 )
-from specselect.evidence.sampling_model import SamplerSettings, SyntheticModel
+from specselect._evidence.sampling_model import SamplerSettings, SyntheticModel
 
 BASE = SamplerSettings(temperature=0.7)
 FAST = SampledParityPolicy(permutations=199)

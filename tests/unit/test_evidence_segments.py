@@ -11,9 +11,9 @@ from pydantic import ValidationError
 from test_evidence_pipeline_rounds import evidence, settings
 from test_sweep_analysis_crossover import est
 
-from specselect.evidence.rounds.estimate import pair_estimate
-from specselect.evidence.samples import RequestPair, RequestSample
-from specselect.evidence.segments import (
+from specselect._evidence.rounds.estimate import pair_estimate
+from specselect._evidence.samples import RequestPair, RequestSample
+from specselect._evidence.segments import (
     SEGMENT_RULE,
     InputLengthSegments,
     SegmentPolicy,
@@ -22,7 +22,7 @@ from specselect.evidence.segments import (
     item_lengths,
     speedup_outcome,
 )
-from specselect.evidence.stats import BootstrapPolicy, throughput_speedup
+from specselect._evidence.stats import BootstrapPolicy, throughput_speedup
 from specselect.records.measurement import RequestRecord
 from specselect.records.telemetry import RequestSpecMetrics
 

@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from specselect.artifacts.layout import RunLayout
-from specselect.artifacts.results import (
+from specselect._artifacts.layout import RunLayout
+from specselect._artifacts.results import (
     RESULTS_SCHEMA_VERSION,
     AdmissionFile,
     EvidenceFile,
@@ -21,8 +21,8 @@ from specselect.artifacts.results import (
     Manifest,
     PreflightFile,
 )
-from specselect.artifacts.store import load_document, load_records
-from specselect.artifacts.verify import VerifyReport, verify_run
+from specselect._artifacts.store import load_document, load_records
+from specselect._artifacts.verify import VerifyReport, verify_run
 from specselect.errors import ResultsError
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from specselect.artifacts.handoff.advice import CUTOFF_NOTE, concurrency_advice
-from specselect.artifacts.results import GroupResult, LaunchRecord
-from specselect.engines.base import Engine, EngineSetup
-from specselect.engines.capabilities import VllmCapabilities
-from specselect.engines.openai.engine import OpenAIEndpointEngine
-from specselect.engines.sglang.engine import SglangEngine
-from specselect.engines.vllm.controllers import KNOWN_CONTROLLERS
-from specselect.engines.vllm.engine import VllmEngine
-from specselect.evidence.sweeps import Crossover, SweepAnalysis
+from specselect._artifacts.handoff.advice import CUTOFF_NOTE, concurrency_advice
+from specselect._artifacts.results import GroupResult, LaunchRecord
+from specselect._engines.base import Engine, EngineSetup
+from specselect._engines.capabilities import VllmCapabilities
+from specselect._engines.openai.engine import OpenAIEndpointEngine
+from specselect._engines.sglang.engine import SglangEngine
+from specselect._engines.vllm.controllers import KNOWN_CONTROLLERS
+from specselect._engines.vllm.engine import VllmEngine
+from specselect._evidence.sweeps import Crossover, SweepAnalysis
 
 
 def _group(k: int) -> GroupResult:

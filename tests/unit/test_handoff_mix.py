@@ -7,17 +7,17 @@ from collections.abc import Sequence
 
 import pytest
 
-from specselect.artifacts.handoff.mix import MixInputs, mix_advice
-from specselect.artifacts.results import EvidenceFile
-from specselect.core.decision import Confidence, DecisionResult, SpeedupInterval, Thresholds
-from specselect.core.pairing import PairEvidence
-from specselect.core.status import Decision, EvidenceStatus
-from specselect.engines.base import ServeFlags
-from specselect.evidence.mix import MixPolicy
-from specselect.evidence.pipeline import EvidencePolicy, ScenarioEvidence
-from specselect.evidence.rounds.estimate import RoundEstimate
-from specselect.evidence.stats import BootstrapPolicy
-from specselect.plan.traffic import TrafficConfig
+from specselect._artifacts.handoff.mix import MixInputs, mix_advice
+from specselect._artifacts.results import EvidenceFile
+from specselect._core.decision import Confidence, DecisionResult, SpeedupInterval, Thresholds
+from specselect._core.pairing import PairEvidence
+from specselect._core.status import Decision, EvidenceStatus
+from specselect._engines.base import ServeFlags
+from specselect._evidence.mix import MixPolicy
+from specselect._evidence.pipeline import EvidencePolicy, ScenarioEvidence
+from specselect._evidence.rounds.estimate import RoundEstimate
+from specselect._evidence.stats import BootstrapPolicy
+from specselect._plan.traffic import TrafficConfig
 from specselect.records.proposals import ScheduleRange
 
 FLAGS = ServeFlags(engine_kind="vllm", engine_version="0.32.0+cpu", program=("python",), args=("--model", "m"))

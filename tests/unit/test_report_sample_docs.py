@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from specselect.artifacts.results import (
+from specselect._artifacts.results import (
     AdmissionFile,
     EvidenceFile,
     Handoff,
@@ -12,14 +12,14 @@ from specselect.artifacts.results import (
     HandoffScenario,
     PreflightFile,
 )
-from specselect.assets.refs import ResolvedModel
-from specselect.common.hostfacts import HostInfo
-from specselect.core.decision import Thresholds
-from specselect.core.gates import AdmissionInput, GateCheck, admit
-from specselect.core.status import Decision
-from specselect.evidence.pipeline import scenario_name
+from specselect._assets.refs import ResolvedModel
+from specselect._common.hostfacts import HostInfo
+from specselect._core.decision import Thresholds
+from specselect._core.gates import AdmissionInput, GateCheck, admit
+from specselect._core.status import Decision
+from specselect._evidence.pipeline import scenario_name
+from specselect._workloads.model import WorkloadIdentity
 from specselect.records.measurement import SamplingParams
-from specselect.workloads.model import WorkloadIdentity
 
 SNAPSHOT = "a" * 64
 SAMPLING_KEY = SamplingParams(max_tokens=32).key

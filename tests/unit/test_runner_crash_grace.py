@@ -6,11 +6,11 @@ import time
 
 import pytest
 
-from specselect.engines.base import SanityResult, Session
+from specselect._engines.base import SanityResult, Session
+from specselect._runner import scenario as scenario_mod
+from specselect._runner.scenario import _check_alive_after, _check_some_succeeded
 from specselect.errors import ServerCrashedError, ServerTimeoutError
 from specselect.records.measurement import ErrorKind, RequestRecord
-from specselect.runner import scenario as scenario_mod
-from specselect.runner.scenario import _check_alive_after, _check_some_succeeded
 
 
 def _record(kind: ErrorKind | None) -> RequestRecord:

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from specselect.artifacts.results import GroupLaunch, GroupResult
-from specselect.core.status import RunStatus
-from specselect.evidence.rounds.design import LookSchedule
-from specselect.evidence.rounds.looks import RoundsPlan
-from specselect.plan import Plan
-from specselect.runner.progress import SilentProgress
-from specselect.runner.rounds import RoundLoop, first_round_order
+from specselect._artifacts.results import GroupLaunch, GroupResult
+from specselect._core.status import RunStatus
+from specselect._evidence.rounds.design import LookSchedule
+from specselect._evidence.rounds.looks import RoundsPlan
+from specselect._plan import Plan
+from specselect._runner.progress import SilentProgress
+from specselect._runner.rounds import RoundLoop, first_round_order
 
 PLAN = Plan.model_validate(
     {

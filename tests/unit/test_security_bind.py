@@ -13,9 +13,9 @@ from test_fault_harness import (  # noqa: F401
     wait_for_line,
 )
 
-from specselect.artifacts.layout import RunLayout
-from specselect.artifacts.results import GroupResult, Manifest
-from specselect.artifacts.store import load_document
+from specselect._artifacts.layout import RunLayout
+from specselect._artifacts.results import GroupResult, Manifest
+from specselect._artifacts.store import load_document
 
 
 def _listening_addresses(run: FakeRun) -> set[str]:

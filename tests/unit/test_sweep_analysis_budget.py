@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from specselect.evidence import (
+from specselect._evidence import (
     DurationEstimate,
     Goodput,
     ScenarioLoad,
@@ -18,8 +18,8 @@ from specselect.evidence import (
     estimate_duration,
     goodput,
 )
-from specselect.evidence.samples import RequestSample, pair_requests
-from specselect.evidence.stats import BootstrapPolicy, paired_stats
+from specselect._evidence.samples import RequestSample, pair_requests
+from specselect._evidence.stats import BootstrapPolicy, paired_stats
 from specselect.records.telemetry import RequestSpecMetrics
 
 

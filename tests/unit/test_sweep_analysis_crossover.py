@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specselect.core.decision import CHECK_NAMES, Confidence, DecisionResult, Thresholds
-from specselect.core.status import Decision, EvidenceStatus
-from specselect.evidence import Crossover, CrossoverRule, SweepPoint, clearly_losing, early_stop_reason, find_crossover
-from specselect.evidence.stats import RatioEstimate
+from specselect._core.decision import CHECK_NAMES, Confidence, DecisionResult, Thresholds
+from specselect._core.status import Decision, EvidenceStatus
+from specselect._evidence import Crossover, CrossoverRule, SweepPoint, clearly_losing, early_stop_reason, find_crossover
+from specselect._evidence.stats import RatioEstimate
 
 
 def est(point: float | None, low: float | None = None, high: float | None = None) -> RatioEstimate:

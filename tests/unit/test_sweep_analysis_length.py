@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specselect.evidence import LengthChoice, SweepPoint, choose_length
-from specselect.evidence.samples import RequestSample, pair_requests
-from specselect.evidence.stats import BootstrapPolicy, paired_stats
+from specselect._evidence import LengthChoice, SweepPoint, choose_length
+from specselect._evidence.samples import RequestSample, pair_requests
+from specselect._evidence.stats import BootstrapPolicy, paired_stats
 
 POLICY = BootstrapPolicy(n_resamples=1000, seed=3)
 

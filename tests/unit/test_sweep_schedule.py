@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from specselect.evidence.stats import RatioEstimate
-from specselect.evidence.sweeps import (
+from specselect._evidence.stats import RatioEstimate
+from specselect._evidence.sweeps import (
     Crossover,
     LengthChoice,
     LevelVerdict,

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from specselect._workloads import ChatMessage, load_workload, reader
+from specselect._workloads.loader import UNVERSIONED
 from specselect.errors import WorkloadError
-from specselect.workloads import ChatMessage, load_workload, reader
-from specselect.workloads.loader import UNVERSIONED
 
 
 def _jsonl(path: Path, rows: list[Any]) -> Path:

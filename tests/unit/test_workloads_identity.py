@@ -11,8 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specselect.errors import WorkloadError
-from specselect.workloads import (
+from specselect._workloads import (
     Workload,
     WorkloadIdentity,
     WorkloadItem,
@@ -21,6 +20,7 @@ from specselect.workloads import (
     content_sha256,
     load_workload,
 )
+from specselect.errors import WorkloadError
 
 ROWS: list[dict[str, Any]] = [
     {"id": "a", "category": "chat", "messages": [{"role": "user", "content": "Say hello to Zoë."}]},

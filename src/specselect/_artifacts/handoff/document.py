@@ -1,0 +1,246 @@
+"""`handoff.json`'s document: completed + comparable candidates per scenario, identities, sweep advice, the
+answer for the plan's traffic mix, and how to start each measured configuration yourself."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from specselect._artifacts.docbase import ResultsDocument
+from specselect._engines.base import ServeFlags
+from specselect._evidence.acceptance import AcceptanceSpread
+from specselect._evidence.mix import MixEstimate
+from specselect._evidence.sweeps import DerivedSchedule
+
+__all__ = [
+    "Handoff",
+    "HandoffCandidate",
+    "HandoffConcurrency",
+    "HandoffControl",
+    "HandoffGroup",
+    "HandoffLength",
+    "HandoffMix",
+    "HandoffMixOption",
+    "HandoffScenario",
+    "HandoffSegment",
+    "HandoffTrack",
+]
+
+
+class HandoffCandidate(BaseModel):
+    """A completed, comparable candidate in one scenario, with what a deployment decision needs."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    candidate: str
+    family: str
+    method: str | None
+    decision: str
+    reason: str
+    confidence: str
+    throughput_speedup: float | None
+    speedup_low: float | None
+    speedup_high: float | None
+    ttft_ratio: float | None
+    e2e_p95_ratio: float | None
+    peak_memory_mb: float | None
+    parity: str | None
+    acceptance_rate: float | None
+    mean_acceptance_length: float | None
+    telemetry_source: str | None
+    speculative_config: dict[str, Any] | None
+    proposer_snapshot: str | None
+    track: str = "g0_target_only"
+    """The baseline this candidate was paired with: compare only its ratios with other tracks' ratios."""
+    acceptance_spread: AcceptanceSpread | None = None
+    """Acceptance per draft position with its interval, from the per-request counters (None when not exported)."""
+
+
+class HandoffScenario(BaseModel):
+    """The hand-off for one scenario: comparable candidates and the recommended one (if any)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    scenario: str
+    workload: str
+    concurrency: int
+    temperature: float = 0.0
+    """The sampling temperature it was measured at: its recommendation holds there (acceptance falls as it rises)."""
+    candidates: tuple[HandoffCandidate, ...]
+    recommended: str | None
+    """The accepted candidate with the highest speedup lower bound; None keeps the target-only baseline."""
+    workload_key: str | None = None
+    """The frozen workload's identity key the scenario was measured on."""
+    baseline_seconds: float | None = None
+    """The default baseline's mean seconds per measured request here (what the mix weighs time with)."""
+
+
+class HandoffTrack(BaseModel):
+    """One target with its own target-only baseline."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    """The track's baseline group (`g0_target_only` for the plan's own target)."""
+    target_ref: str | None
+    target_snapshot: str
+    engine_version: str | None
+    baseline_status: str
+    candidates: tuple[str, ...]
+
+
+class HandoffConcurrency(BaseModel):
+    """Up to which concurrency a candidate paid on one workload (from a concurrency sweep)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    candidate: str
+    workload: str
+    temperature: float = 0.0
+    levels: tuple[int, ...]
+    status: str
+    pays_up_to: int | None
+    crossover_at: int | None
+    recommendation: str
+    """e.g. "enable up to 4 concurrent requests"."""
+    reason: str
+    engine_setting: dict[str, Any] | None = None
+    """Speculative-config keys that implement the cut-off, where the engine has one (see the note)."""
+    engine_setting_note: str | None = None
+
+
+class HandoffLength(BaseModel):
+    """The proposal length to use in one scenario, among one plan entry's sub-candidates."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    sweep: str
+    fixed: dict[str, Any]
+    workload: str
+    concurrency: int
+    temperature: float = 0.0
+    status: str
+    recommended_length: int | None
+    recommended_candidate: str | None
+    best_length: int | None
+    reason: str
+
+
+class HandoffGroup(BaseModel):
+    """How to start one measured group's configuration yourself, and what it cost to start here."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    group: str
+    role: str
+    family: str
+    run_status: str
+    serve: ServeFlags | None
+    """The exact flags (None when specselect started nothing: kind "openai")."""
+    startup_s: float | None = None
+    derived_schedule: DerivedSchedule | None = None
+
+
+class HandoffSegment(BaseModel):
+    """Where to enable a candidate, for one workload of the mix."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    workload: str
+    share: float
+    """The workload's share of the deployment's requests."""
+    enabled: bool
+    levels: tuple[int, ...]
+    """The concurrency levels it runs at (the lowest level up to the cut-off, every one accepted)."""
+    why: str
+    losing_categories: tuple[str, ...] = ()
+    """Categories of the workload whose speedup interval lies entirely below 1.0 at an enabled level."""
+
+
+class HandoffMixOption(BaseModel):
+    """One candidate's answer for the mix: enabled everywhere, and enabled only on its segments."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    candidate: str
+    family: str
+    everywhere: MixEstimate | None
+    everywhere_note: str | None = None
+    """Why `everywhere` is missing (a weighted scenario without comparable evidence)."""
+    on_segments: MixEstimate | None
+    segments: tuple[HandoffSegment, ...]
+    concurrency_cutoff: int | None
+    """Speculation only up to this many concurrent requests (None: at every measured level, or nowhere)."""
+
+
+class HandoffMix(BaseModel):
+    """The one recommendation for the plan's `[traffic]` mix."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    workloads: dict[str, float]
+    concurrency: dict[int, float]
+    options: tuple[HandoffMixOption, ...]
+    """Every candidate with comparable evidence in the mix, best first (highest lower bound on its segments)."""
+    recommended: str | None
+    recommendation: str
+    serve: ServeFlags | None = None
+    """The recommended configuration's exact flags, its concurrency cut-off written in where it has one."""
+    serve_note: str | None = None
+    rule: str
+
+
+class HandoffControl(BaseModel):
+    """An A/A control in one scenario: the baseline's configuration against the baseline, decided as a candidate."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    control: str
+    track: str
+    scenario: str
+    speedup: float | None
+    speedup_low: float | None
+    speedup_high: float | None
+    level: float | None
+    contains_one: bool | None
+    """Whether its interval contains 1.0 (identical servers should, at the interval's level)."""
+    decision: str
+    reason: str
+    outputs_agree: bool | None
+    """Whether its outputs equal the baseline's token for token (None: not compared)."""
+
+
+class Handoff(ResultsDocument):
+    """`handoff.json`: only completed + comparable candidates, per scenario, with identities and the rule."""
+
+    label: str
+    plan_hash: str
+    engine_kind: str
+    engine_version: str | None
+    target_ref: str
+    target_snapshot: str
+    rule: str
+    scenarios: tuple[HandoffScenario, ...]
+    tracks: tuple[HandoffTrack, ...] = ()
+    track_rule: str | None = None
+    concurrency_limits: tuple[HandoffConcurrency, ...] = ()
+    """From concurrency sweeps: enable each candidate up to the crossover (rule: evidence.json `sweeps`)."""
+    proposal_lengths: tuple[HandoffLength, ...] = ()
+    """From proposal-length sweeps: the smallest length statistically indistinguishable from the best."""
+    mix: HandoffMix | None = None
+    """The answer for the plan's [traffic] mix; None without [traffic] (see `mix_note`)."""
+    mix_note: str | None = None
+    groups: tuple[HandoffGroup, ...] = ()
+    """Every group that ran, with the flags to start its configuration yourself."""
+    plan: dict[str, Any] | None = None
+    """The validated plan (as the manifest records it), so `specselect check` can measure again from this file."""
+    plan_source: str | None = None
+    rounds: int = 1
+    """Rounds before the first look (`[run] rounds`): each group launched once per round."""
+    looks: tuple[int, ...] = ()
+    """Rounds completed at each look (`[run] looks`); a candidate with an open pair ran on to the next."""
+    controls: tuple[HandoffControl, ...] = ()
+    """A/A controls per scenario (`[run] aa_control`): whether identical servers stayed unaccepted."""
+    sampling: str | None = None
+    """The sampling the decisions hold for, and how output quality was judged there."""
