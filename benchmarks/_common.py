@@ -367,6 +367,7 @@ SECTIONS = (
     "bench_host_load",
     "bench_sampled_parity",
     "bench_cpu_sampled",
+    "bench_cluster_cost",
 )
 """RESULTS.md's sections in document order, each named by the script that writes it: run_all.py's header and
 targets table, then one numbered section per benchmark (its number is its place here)."""

@@ -8,8 +8,9 @@ from those records, and keeps only the scripts' sections, in order: nothing in t
 Order: bench_fidelity (whose c=1 TPOT bench_client_overhead compares with), bench_client_overhead,
 bench_selection_cost, bench_engine_startup_decode, with --with-cpu-draft bench_cpu_draft (~40 min and
 ~10 GB of models; without it section 5 stays as that script last wrote it), bench_rerun (the default plan twice,
-~15 min), bench_decision_calibration, bench_host_load, bench_sampled_parity and bench_cpu_sampled
-(builtin:cpu-sampled at temperature 0 and 0.7). Every script holds the machine's server lock while it measures.
+~15 min), bench_decision_calibration, bench_host_load, bench_sampled_parity, bench_cpu_sampled
+(builtin:cpu-sampled at temperature 0 and 0.7) and bench_cluster_cost (on paper, from bench_selection_cost's run: it
+runs only with it). Every script holds the machine's server lock while it measures.
 
     .venv/bin/python benchmarks/run_all.py [--only bench_fidelity ...] [--with-cpu-draft] [--header-only]
 (`make bench` runs it after `specselect setup`).
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,6 +65,10 @@ class Step:
 def steps(args: argparse.Namespace) -> list[Step]:
     """The scripts to run, in document order, each writing its section of `args.results`."""
     chosen = args.only or [n for n in BENCHMARKS if n not in SLOW or args.with_cpu_draft]
+    if "bench_cluster_cost" in chosen and "bench_selection_cost" not in chosen:
+        print("bench_cluster_cost reads bench_selection_cost's run: run both (or the script alone with --results)")
+        chosen = [n for n in chosen if n != "bench_cluster_cost"]
+    cost_results = Path(tempfile.mkdtemp(prefix="bench-cost-results-"))
     out = []
     for name in BENCHMARKS:
         if name not in chosen:
@@ -70,6 +76,10 @@ def steps(args: argparse.Namespace) -> list[Step]:
         extra: list[str] = []
         if name == "bench_client_overhead":
             extra = ["--engine-tpot-from", str(record_path(args.results, "bench_fidelity"))]
+        elif name == "bench_selection_cost":
+            extra = ["--results-dir", str(cost_results)]
+        elif name == "bench_cluster_cost":
+            extra = ["--results", str(cost_results / "cost")]
         argv = [sys.executable, f"benchmarks/{name}.py", "--server-lock", str(args.server_lock)]
         out.append(Step(name, (*argv, "--write-results", str(args.results), *extra)))
     return out

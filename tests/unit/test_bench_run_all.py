@@ -77,8 +77,30 @@ def test_run_all_runs_the_scripts_in_order_and_the_slow_one_only_when_asked() ->
 
     default = ["bench_fidelity", "bench_client_overhead", "bench_selection_cost", "bench_engine_startup_decode",
                "bench_rerun", "bench_decision_calibration", "bench_host_load", "bench_sampled_parity",
-               "bench_cpu_sampled"]  # fmt: skip
+               "bench_cpu_sampled", "bench_cluster_cost"]  # fmt: skip
     assert dry() == [f"benchmarks/{n}.py" for n in default]
-    assert dry("--with-cpu-draft")[-6:-4] == ["benchmarks/bench_cpu_draft.py", "benchmarks/bench_rerun.py"]
+    assert dry("--with-cpu-draft")[-7:-5] == ["benchmarks/bench_cpu_draft.py", "benchmarks/bench_rerun.py"]
+    assert dry("--only", "bench_cluster_cost") == []  # it reads bench_selection_cost's run
     assert dry("--only", "bench_selection_cost") == ["benchmarks/bench_selection_cost.py"]
     assert dry("--header-only") == []
+
+
+def test_the_cluster_cost_reads_the_run_the_selection_cost_makes() -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(BENCH / "run_all.py"),
+            "--dry-run",
+            "--only",
+            "bench_selection_cost",
+            "bench_cluster_cost",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    argv = [line.split() for line in done.stdout.splitlines() if "benchmarks/bench_" in line]
+    made = argv[0][argv[0].index("--results-dir") + 1]
+    assert argv[1][argv[1].index("--results") + 1] == f"{made}/cost"
