@@ -17,6 +17,7 @@ from pydantic import (
 
 from specselect._common.canonical import canonical_json, canonical_sha256
 from specselect._plan.candidates import Candidate
+from specselect._plan.cluster import ClusterConfig
 from specselect._plan.expand import declared_index, validate_candidates
 from specselect._plan.overrides import effective_target
 from specselect._plan.rules import BASELINE_GROUP, TRACK_SEPARATOR, NameStr, rule_error
@@ -62,13 +63,19 @@ class Plan(PlanSection):
         description="the deployment's mix (shares of requests per workload and concurrency level): the hand-off "
         "then gives one recommendation for it",
     )
+    cluster: ClusterConfig = Field(
+        default_factory=ClusterConfig,
+        description="where the groups run: here, one at a time (the default), or spread over a Ray cluster",
+    )
 
     @model_serializer(mode="wrap")
-    def _omit_no_traffic(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        # A plan without [traffic] keeps the dump, and so the plan hash, it had before [traffic] existed.
+    def _omit_unused_tables(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # A plan without [traffic] or [cluster] keeps the dump, and so the plan hash, it had before they existed.
         data: dict[str, Any] = handler(self)
         if self.traffic is None:
             data.pop("traffic", None)
+        if self.cluster.is_local:
+            data.pop("cluster", None)
         return data
 
     @field_validator("schema_version", mode="before")
