@@ -16,8 +16,8 @@ from specselect._plan import BASELINE_GROUP, Candidate, LoadedPlan, load_plan
 from specselect._runner.budget import is_sweep, remaining_budget, round_that_does_not_fit
 from specselect._runner.conclusion import conclude, evidence_settings, look, plan_scenarios, proposer_costs
 from specselect._runner.context import RunContext, group_context
-from specselect._runner.group import GroupInterrupted, launch_label, relaunch_group, run_group
-from specselect._runner.jobs import build_job
+from specselect._runner.group import GroupInterrupted, launch_label
+from specselect._runner.launch import RunGroups
 from specselect._runner.leftovers import stop_leftover_servers
 from specselect._runner.manifest import ManifestWriter, now
 from specselect._runner.preflight import Preflight, run_preflight
@@ -30,7 +30,7 @@ from specselect._runner.resume import (
     resumed_preflight,
 )
 from specselect._runner.rounds import RoundLoop, first_round_order
-from specselect._runner.schedule_candidate import DerivationInputs, schedule_job, with_schedule
+from specselect._runner.schedule_candidate import DerivationInputs
 from specselect._runner.signals import sigterm_as_interrupt
 from specselect.errors import ConfigError, InterruptedRun, UsageError
 
@@ -152,111 +152,76 @@ class _Run:
                 f"measured on {BASELINE_GROUP}); a budget, not a promise"
             )
 
-    def interrupted(
-        self, writer: ManifestWriter, pre: Preflight, groups: dict[str, GroupResult], name: str
-    ) -> InterruptedRun:
-        writer.write(self.layout.group_summary(name), groups[name])
-        writer.update(pre, groups, "interrupted")
+    def interrupted(self, groups: RunGroups, name: str, result: GroupResult) -> InterruptedRun:
+        groups.save(name, result, "interrupted")
         return InterruptedRun(
             f"interrupted during group {name}; the server was stopped and results so far are kept",
             location=str(self.layout.root),
             fix=f"continue with: specselect run {self.opts.plan_ref} --label {self.label} --resume",
         )
 
-    def run_groups(
-        self, writer: ManifestWriter, pre: Preflight, adm: Admissions, run: RunContext, previous: Manifest | None
-    ) -> tuple[dict[str, GroupResult], list[str]]:
+    def run_groups(self, groups: RunGroups) -> None:
         """Round 0 (every group; kept groups of an earlier run are not run again), then the rounds to each look
         for the candidates the rule runs on (`runner.rounds`)."""
-        groups: dict[str, GroupResult] = {}
-        kept: list[str] = []
-        derivation = DerivationInputs(evidence_settings(run), plan_scenarios(self.loaded))
-        plan = self.loaded.plan
+        plan, results = self.loaded.plan, groups.results
         for name in first_round_order(plan):
-            self.first_launch(writer, pre, adm, run, groups, kept, derivation, plan.group(name))
-        active = [c.name for c in plan.groups if not c.is_baseline and groups[c.name].run_status == RunStatus.COMPLETED]
+            self.first_launch(groups, plan.group(name))
+        active = [
+            c.name for c in plan.groups if not c.is_baseline and results[c.name].run_status == RunStatus.COMPLETED
+        ]
         loop = RoundLoop(
             plan,
-            launch=lambda name, index: self.relaunch(writer, pre, adm, run, groups, plan.group(name), index),
+            launch=lambda name, index: self.relaunch(groups, plan.group(name), index),
             progress=self.progress,
-            look=lambda: look(run, [groups[c.name] for c in plan.groups if c.name in groups]).plan,
+            look=lambda: look(groups.run, [results[c.name] for c in plan.groups if c.name in results]).plan,
             fits=lambda names, start, end: round_that_does_not_fit(
                 plan.run.sequential_budget_s,
                 time.monotonic() - self.t0,
-                [groups[n] for n in names if n in groups],
+                [results[n] for n in names if n in results],
                 start=start,
                 end=end,
             ),
         )
         outcome = loop.run(active, start=1, looks=plan.run.look_rounds)
-        writer.sequential_stop = outcome.stop
-        return groups, kept
+        groups.writer.sequential_stop = outcome.stop
 
-    def first_launch(
-        self,
-        writer: ManifestWriter,
-        pre: Preflight,
-        adm: Admissions,
-        run: RunContext,
-        groups: dict[str, GroupResult],
-        kept: list[str],
-        derivation: DerivationInputs,
-        cand: Candidate,
-    ) -> None:
+    def first_launch(self, groups: RunGroups, cand: Candidate) -> None:
         """A group's launch in round 0 (or, admission refused it, its record without one)."""
         earlier = resumable_group(self.layout, cand.name, self.previous)
         if earlier is not None:
-            keep_records(self.layout, earlier, run.records)
-            groups[cand.name] = earlier
-            kept.append(cand.name)
+            keep_records(self.layout, earlier, groups.run.records)
+            groups.results[cand.name] = earlier
+            groups.kept.append(cand.name)
             self.progress.info(f"{cand.name}: kept from the earlier run ({earlier.run_status.value})")
             return
-        self.state_budget(writer, adm, run, groups)
-        job = schedule_job(build_job(self.loaded, cand, adm=adm, done=groups), run, groups, derivation)
+        self.state_budget(groups.writer, groups.adm, groups.run, groups.results)
         self.progress.stage(f"group {cand.name}")
         try:
-            result = run_group(job, run, pre.targets.get(job.track))
+            result = groups.launch(cand, 0)
         except GroupInterrupted as stop:
-            groups[cand.name] = stop.result
-            raise self.interrupted(writer, pre, groups, cand.name) from None
-        groups[cand.name] = result
+            raise self.interrupted(groups, cand.name, stop.result) from None
         if result.run_status == RunStatus.FAILED:
             self.progress.warn(f"{cand.name} failed: {result.reason}: {result.hint}")
         else:
             self.progress.info(f"{cand.name}: {result.run_status.value} ({result.reason})")
-        writer.write(self.layout.group_summary(cand.name), result)
-        writer.update(pre, groups, "running")
+        groups.save(cand.name, result)
 
-    def relaunch(
-        self,
-        writer: ManifestWriter,
-        pre: Preflight,
-        adm: Admissions,
-        run: RunContext,
-        groups: dict[str, GroupResult],
-        cand: Candidate,
-        index: int,
-    ) -> GroupResult:
+    def relaunch(self, groups: RunGroups, cand: Candidate, index: int) -> GroupResult:
         """Launch `index` (round `index`) of a group whose first launch completed; kept launches of an earlier run
         are not run again."""
-        group = groups[cand.name]
+        group = groups.results[cand.name]
         if group.run_status != RunStatus.COMPLETED or len(group.relaunches) >= index:
             return group
-        job = build_job(self.loaded, cand, adm=adm, done=groups)
-        if group.derived_schedule is not None:
-            job = with_schedule(job, run, group.derived_schedule)
         self.progress.stage(f"group {cand.name}, {launch_label(self.loaded.plan.run, index)}")
         try:
-            groups[cand.name] = relaunch_group(job, run, pre.targets.get(job.track), group)
+            result = groups.launch(cand, index)
         except GroupInterrupted as stop:
-            groups[cand.name] = stop.result
-            raise self.interrupted(writer, pre, groups, cand.name) from None
-        latest = groups[cand.name].relaunches[-1]
+            raise self.interrupted(groups, cand.name, stop.result) from None
+        latest = result.relaunches[-1]
         if latest.run_status == RunStatus.FAILED:
             self.progress.warn(f"{cand.name} round {index + 1} failed: {latest.reason}: {latest.hint}")
-        writer.write(self.layout.group_summary(cand.name), groups[cand.name])
-        writer.update(pre, groups, "running")
-        return groups[cand.name]
+        groups.save(cand.name, result)
+        return result
 
     def execute(self) -> RunOutcome:
         if not self.opts.dry_run:
@@ -295,8 +260,11 @@ class _Run:
             gathered=adm.gathered,
             verify_weights=self.opts.verify_weights,
         )
+        derivation = DerivationInputs(evidence_settings(run), plan_scenarios(self.loaded))
+        measured = RunGroups(run, adm, derivation, writer, pre)
         with sigterm_as_interrupt():
-            groups, outcome.skipped_groups = self.run_groups(writer, pre, adm, run, previous)
+            self.run_groups(measured)
+        groups, outcome.skipped_groups = measured.results, measured.kept
         outcome.groups = [groups[c.name] for c in self.loaded.plan.groups]
         self.progress.stage("evidence")
         conclusion = conclude(run, outcome.groups, self.label)
