@@ -43,6 +43,11 @@ class RunLayout:
         return self.root / "handoff.json"
 
     @property
+    def cluster(self) -> Path:
+        """The nodes of a cluster run (only such a run writes it)."""
+        return self.root / "cluster.json"
+
+    @property
     def report_html(self) -> Path:
         return self.root / "report.html"
 

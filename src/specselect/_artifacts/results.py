@@ -42,6 +42,7 @@ __all__ = [
     "RESULTS_SCHEMA_VERSION",
     "AdmissionFile",
     "AuditFinding",
+    "ClusterFile",
     "EvidenceFile",
     "GroupFacts",
     "GroupLaunch",
@@ -59,6 +60,7 @@ __all__ = [
     "LaunchRecord",
     "Manifest",
     "ManifestGroup",
+    "NodeFacts",
     "ParityPassRun",
     "PreflightAttempt",
     "PreflightFile",
@@ -232,6 +234,8 @@ class ServerLife(BaseModel):
     log_tail: str | None = None
     started_at: str | None = None
     finished_at: str | None = None
+    node: str | None = None
+    """The cluster node that ran this launch (its Ray node id); None: the machine that ran specselect."""
 
     @property
     def complete(self) -> bool:
@@ -309,6 +313,25 @@ class GroupResult(ResultsDocument, ServerLife, GroupFacts):
     def proposal_length(self) -> int | None:
         """Tokens proposed per verify step as the group launched, if it launched speculating."""
         return self.launch.proposal_length if self.launch is not None else None
+
+
+class NodeFacts(BaseModel):
+    """A cluster node that ran blocks of a run."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    node_id: str
+    """The cluster's id of the node (Ray's node id); "local" for blocks run in the driving process."""
+    hostname: str
+    host: HostInfo
+
+
+class ClusterFile(ResultsDocument):
+    """results/<label>/cluster.json: the nodes a cluster run's blocks ran on (each launch names its node in
+    `node`)."""
+
+    backend: Literal["ray"]
+    nodes: dict[str, NodeFacts] = Field(default_factory=dict)
 
 
 class ManifestGroup(BaseModel):

@@ -54,13 +54,14 @@ def _parts(track: TrackRound, per_block: int | None) -> list[TrackRound]:
 
 
 def round_blocks(
-    plan: Plan, active: Sequence[str], index: int, *, members_per_block: int | None = None
+    plan: Plan, active: Sequence[str], index: int, *, members_per_block: int | None = None, keep_empty: bool = False
 ) -> tuple[Block, ...]:
     """Round `index`'s blocks for the `active` candidates: per track, its baseline then its members (reversed in
-    odd rounds, as in `round_order`); a track without an active member has none."""
+    odd rounds, as in `round_order`); a track without an active member has none unless `keep_empty` (round 0
+    records every baseline)."""
     blocks: list[Block] = []
     for track in track_rounds(plan, active):
-        if not track.members:
+        if not track.members and not keep_empty:
             continue
         for part, chunk in enumerate(_parts(track, members_per_block)):
             order = block_order(chunk)

@@ -163,7 +163,12 @@ class _Outcome:
 
 class _GroupRunner:
     def __init__(
-        self, job: GroupJob, run: RunContext, target: ResolvedModel | None, primary: GroupResult | None = None
+        self,
+        job: GroupJob,
+        run: RunContext,
+        target: ResolvedModel | None,
+        primary: GroupResult | None = None,
+        index: int | None = None,
     ) -> None:
         self.job = job
         self.run_ctx = run
@@ -174,7 +179,7 @@ class _GroupRunner:
         self.progress = run.progress
         self.primary = primary
         """A later launch: the group's first launch, whose scenarios it measures again."""
-        self.index = 0 if primary is None else 1 + len(primary.relaunches)
+        self.index = index if index is not None else 0 if primary is None else 1 + len(primary.relaunches)
         self.measuring = Measuring(
             plan=self.plan,
             layout=run.layout,
@@ -439,11 +444,14 @@ def run_group(job: GroupJob, run: RunContext, target: ResolvedModel | None) -> G
     return _GroupRunner(job, run, target).run()
 
 
-def relaunch_group(job: GroupJob, run: RunContext, target: ResolvedModel | None, primary: GroupResult) -> GroupResult:
-    """Launch a completed group's server once more and measure the scenarios its first launch measured again;
-    the group with that launch appended to `relaunches` (a failure there is that launch's outcome).
+def relaunch_group(
+    job: GroupJob, run: RunContext, target: ResolvedModel | None, primary: GroupResult, index: int | None = None
+) -> GroupResult:
+    """Launch a completed group's server once more (launch `index`, by default the one after its last) and measure
+    the scenarios its first launch measured again; the group with that launch appended to `relaunches` (a failure
+    there is that launch's outcome).
 
     No parity pass and no early stop: the first launch did both. KeyboardInterrupt surfaces as
     `GroupInterrupted` carrying the group with the interrupted launch.
     """
-    return _GroupRunner(job, run, target, primary).relaunch(primary)
+    return _GroupRunner(job, run, target, primary, index).relaunch(primary)

@@ -3,7 +3,7 @@ ran before it, then served and measured."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from specselect._admission import Admissions
@@ -43,7 +43,7 @@ def launch_group(
     job = build_job(run.loaded, cand, adm=adm, done=groups)
     if group.derived_schedule is not None:
         job = with_schedule(job, run, group.derived_schedule)
-    return relaunch_group(job, run, run.targets.get(job.track), group)
+    return relaunch_group(job, run, run.targets.get(job.track), group, index)
 
 
 @dataclass
@@ -59,6 +59,8 @@ class RunGroups:
     results: dict[str, GroupResult] = field(default_factory=dict)
     kept: list[str] = field(default_factory=list)
     """Groups taken from an earlier run by --resume."""
+    before_look: Callable[[], None] = lambda: None
+    """Runs before each look reads the groups (a cluster run reads its records back first)."""
 
     def launch(self, cand: Candidate, index: int) -> GroupResult:
         """Launch `index` of `cand` here, from the groups so far (`launch_group`)."""

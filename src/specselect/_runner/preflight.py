@@ -20,6 +20,7 @@ from specselect._engines import Engine, EngineSetup, create_engine
 from specselect._engines.base import Finding
 from specselect._plan import BASELINE_GROUP, LoadedPlan, Plan, load_plan
 from specselect._plan.workloads import workload_source
+from specselect._runner.cluster.requirements import cluster_problems
 from specselect._runner.progress import Progress
 from specselect._workloads.extract import extractions_for, prepare_builtin_workloads
 from specselect._workloads.loader import load_workload
@@ -59,9 +60,11 @@ def validate_plan(plan_ref: str | Path) -> LoadedPlan:
     """The plan file (or `builtin:NAME`) loaded, validated and checked against what its engine can tell without a
     probe (`specselect validate`); PlanError or ConfigError with one line per problem otherwise."""
     loaded = load_plan(plan_ref)
-    problems = create_engine(loaded.plan.engine).plan_problems(loaded.plan)
+    engine = create_engine(loaded.plan.engine)
+    problems = engine.plan_problems(loaded.plan)
     if problems:
         raise ConfigError("the plan is not valid for its engine", location=loaded.source, problems=problems)
+    cluster_problems(loaded, launches_servers=engine.launches_servers)
     return loaded
 
 

@@ -95,14 +95,17 @@ def _kept_relaunches(layout: RunLayout, group: GroupResult) -> tuple[GroupLaunch
     return tuple(kept)
 
 
-def keep_records(layout: RunLayout, group: GroupResult, records: InMemoryRecords) -> None:
-    """Read a kept group's records (every launch's timed scenarios, completed parity passes) into the run's records."""
+def keep_records(layout: RunLayout, group: GroupResult, records: InMemoryRecords, launch: int | None = None) -> None:
+    """Read a kept group's records (every launch's timed scenarios, completed parity passes) into the run's records;
+    with `launch`, only that launch's (and with launch 0 the parity passes)."""
     for run in group.all_scenario_runs():
-        if run.records_path is not None:
+        if run.records_path is not None and launch in (None, run.launch):
             kept = load_records(
                 layout, group.group, run.scenario, run.launch, read_spec_metrics=recorded_request_spec_metrics
             )
             records.extend(group.group, run.scenario, kept)
+    if launch not in (None, 0):
+        return
     for ran in group.parity_passes:
         if ran.records_path is not None and ran.status == "completed":
             kept = load_records(layout, group.group, ran.scenario, read_spec_metrics=recorded_request_spec_metrics)

@@ -18,7 +18,7 @@ from specselect._evidence.rounds.looks import RoundsPlan
 from specselect._plan import Plan
 from specselect._runner.progress import Progress
 
-__all__ = ["Fits", "Launch", "Look", "RoundLoop", "RoundsOutcome", "first_round_order", "track_rounds"]
+__all__ = ["Fits", "Launch", "Look", "RoundLoop", "RoundsOutcome", "Wave", "first_round_order", "track_rounds"]
 
 Launch = Callable[[str, int], GroupResult]
 """Run launch `index` of group `name` (its first launch when 0) and return the group with it."""
@@ -26,6 +26,9 @@ Look = Callable[[], RoundsPlan | None]
 """The rule's plan at a look, from every group measured so far."""
 Fits = Callable[[Sequence[str], int, int], str | None]
 """Why rounds `start` .. `end` - 1 of these groups do not fit the time budget, or None."""
+Wave = Callable[[Sequence[str], int, int], str | None]
+"""Run rounds `start` .. `end` - 1 of these candidates at once (a cluster's blocks); the first group whose launch
+did not complete, or None."""
 
 
 def track_rounds(plan: Plan, members: Sequence[str]) -> tuple[TrackRound, ...]:
@@ -58,6 +61,8 @@ class RoundLoop:
     fits: Fits | None = None
     reverse_first: bool = False
     stop_on_failure: bool = False
+    wave: Wave | None = None
+    """Runs the rounds between two looks together instead of one after another (`runner.cluster`)."""
 
     def one_round(self, active: Sequence[str], index: int) -> str | None:
         """Launch `index` of every group in the round; with `stop_on_failure` the first that failed."""
@@ -93,6 +98,11 @@ class RoundLoop:
                 if why is not None:
                     self.progress.info(f"rounds: {why}")
                     return RoundsOutcome(done, stop=why)
+            if self.wave is not None:
+                broken = self.wave(active, done, target)
+                if broken is not None:
+                    return RoundsOutcome(done, broken=broken)
+                done = target
             while done < target:
                 broken = self.one_round(active, done)
                 if broken is not None:

@@ -8,12 +8,24 @@ from pathlib import Path
 
 from specselect._admission import Admissions, admit_plan
 from specselect._artifacts.layout import LABEL_PATTERN, RunLayout
-from specselect._artifacts.results import AdmissionFile, EvidenceFile, GroupResult, Handoff, Manifest, PreflightFile
+from specselect._artifacts.results import (
+    AdmissionFile,
+    ClusterFile,
+    EvidenceFile,
+    GroupResult,
+    Handoff,
+    Manifest,
+    PreflightFile,
+)
 from specselect._core.status import RunStatus
 from specselect._engines import Engine, GroupContext, create_engine
 from specselect._evidence.pipeline import InMemoryRecords
+from specselect._evidence.rounds.looks import RoundsPlan
 from specselect._plan import BASELINE_GROUP, Candidate, LoadedPlan, load_plan
 from specselect._runner.budget import is_sweep, remaining_budget, round_that_does_not_fit
+from specselect._runner.cluster.driver import ClusterRounds
+from specselect._runner.cluster.leases import RayLeases
+from specselect._runner.cluster.requirements import cluster_problems
 from specselect._runner.conclusion import conclude, evidence_settings, look, plan_scenarios, proposer_costs
 from specselect._runner.context import RunContext, group_context
 from specselect._runner.group import GroupInterrupted, launch_label
@@ -29,7 +41,7 @@ from specselect._runner.resume import (
     resumable_group,
     resumed_preflight,
 )
-from specselect._runner.rounds import RoundLoop, first_round_order
+from specselect._runner.rounds import Launch, RoundLoop, Wave, first_round_order
 from specselect._runner.schedule_candidate import DerivationInputs
 from specselect._runner.signals import sigterm_as_interrupt
 from specselect.errors import ConfigError, InterruptedRun, UsageError
@@ -93,6 +105,7 @@ class _Run:
         self.label = _label(self.loaded, opts.label)
         self.layout = RunLayout(Path(opts.results_dir) / self.label)
         self.engine: Engine = create_engine(self.loaded.plan.engine)
+        cluster_problems(self.loaded, launches_servers=self.engine.launches_servers)
         self.budget_stated = False
         self.t0 = time.monotonic()
         """When this invocation started: the clock of `[run] sequential_budget_s`."""
@@ -162,18 +175,36 @@ class _Run:
 
     def run_groups(self, groups: RunGroups) -> None:
         """Round 0 (every group; kept groups of an earlier run are not run again), then the rounds to each look
-        for the candidates the rule runs on (`runner.rounds`)."""
-        plan, results = self.loaded.plan, groups.results
+        for the candidates the rule runs on (`runner.rounds`); on a cluster, as waves of blocks."""
+        plan = self.loaded.plan
+        if not plan.cluster.is_local:
+            self.run_on_cluster(groups)
+            return
         for name in first_round_order(plan):
             self.first_launch(groups, plan.group(name))
-        active = [
-            c.name for c in plan.groups if not c.is_baseline and results[c.name].run_status == RunStatus.COMPLETED
+        loop = self.round_loop(groups, launch=lambda name, index: self.relaunch(groups, plan.group(name), index))
+        groups.writer.sequential_stop = loop.run(self.active(groups), start=1, looks=plan.run.look_rounds).stop
+
+    def active(self, groups: RunGroups) -> list[str]:
+        """The candidates whose first launch completed."""
+        done = RunStatus.COMPLETED
+        return [
+            c.name for c in self.loaded.plan.groups if not c.is_baseline and groups.results[c.name].run_status == done
         ]
-        loop = RoundLoop(
+
+    def round_loop(self, groups: RunGroups, launch: Launch, wave: Wave | None = None) -> RoundLoop:
+        """The rounds after round 0 to each look; before each look `groups.before_look` runs."""
+        plan, results = self.loaded.plan, groups.results
+
+        def at_look() -> RoundsPlan | None:
+            groups.before_look()
+            return look(groups.run, [results[c.name] for c in plan.groups if c.name in results]).plan
+
+        return RoundLoop(
             plan,
-            launch=lambda name, index: self.relaunch(groups, plan.group(name), index),
+            launch=launch,
             progress=self.progress,
-            look=lambda: look(groups.run, [results[c.name] for c in plan.groups if c.name in results]).plan,
+            look=at_look,
             fits=lambda names, start, end: round_that_does_not_fit(
                 plan.run.sequential_budget_s,
                 time.monotonic() - self.t0,
@@ -181,9 +212,32 @@ class _Run:
                 start=start,
                 end=end,
             ),
+            wave=wave,
         )
-        outcome = loop.run(active, start=1, looks=plan.run.look_rounds)
-        groups.writer.sequential_stop = outcome.stop
+
+    def run_on_cluster(self, groups: RunGroups) -> None:
+        """Round 0 and the waves after it as blocks leased from the plan's cluster (`runner.cluster`)."""
+        plan = self.loaded.plan
+        leases = RayLeases(plan.cluster, self.progress)
+        rounds = ClusterRounds(groups, leases, self.progress, self.label, self.previous)
+        groups.before_look = rounds.reread_records
+        try:
+            leases.connect()
+            rounds.first_round()
+            # With `wave`, the loop runs each stretch of rounds as one wave of blocks; `launch` is not called.
+            loop = self.round_loop(groups, launch=lambda name, index: groups.results[name], wave=rounds.wave)
+            groups.writer.sequential_stop = loop.run(self.active(groups), start=1, looks=plan.run.look_rounds).stop
+            rounds.reread_records()
+        except KeyboardInterrupt:
+            groups.writer.update(groups.pre, groups.results, "interrupted")
+            raise InterruptedRun(
+                "interrupted; the blocks in flight were cancelled and the finished ones are kept",
+                location=str(self.layout.root),
+                fix=f"continue with: specselect run {self.opts.plan_ref} --label {self.label} --resume",
+            ) from None
+        finally:
+            leases.close()
+            groups.writer.write(self.layout.cluster, ClusterFile(backend=plan.cluster.backend, nodes=rounds.nodes))
 
     def first_launch(self, groups: RunGroups, cand: Candidate) -> None:
         """A group's launch in round 0 (or, admission refused it, its record without one)."""
@@ -267,7 +321,7 @@ class _Run:
         groups, outcome.skipped_groups = measured.results, measured.kept
         outcome.groups = [groups[c.name] for c in self.loaded.plan.groups]
         self.progress.stage("evidence")
-        conclusion = conclude(run, outcome.groups, self.label)
+        conclusion = conclude(measured.run, outcome.groups, self.label)
         writer.write(self.layout.evidence, conclusion.evidence)
         writer.write(self.layout.handoff, conclusion.handoff)
         outcome.evidence, outcome.handoff = conclusion.evidence, conclusion.handoff

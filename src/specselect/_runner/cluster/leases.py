@@ -1,0 +1,136 @@
+"""Blocks leased from a Ray cluster.
+
+A block is one Ray task. The task is a lease, not the server: it holds the plan's per-group resources on one node
+(`num_gpus`, `num_cpus`, custom resources) and runs the block there as a local run would, the engine a child
+process of the task's worker (with the lease's `CUDA_VISIBLE_DEVICES`, which Ray sets for a task holding GPUs).
+vLLM is never run inside a Ray actor. A task is not retried by Ray: a block whose node dies comes back as
+`BlockLost`, and the driver places it again (`ClusterRounds`).
+
+Ray is optional (`pip install 'specselect[ray]'`) and imported only here, only when a plan asks for it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from specselect._plan.cluster import ClusterConfig
+from specselect._runner.cluster.block import BlockDone, BlockWork, run_block_in_scratch
+from specselect._runner.cluster.driver import BlockLost
+from specselect._runner.cluster.requirements import import_ray
+from specselect._runner.progress import Progress
+
+__all__ = ["InProcessLeases", "RayLeases"]
+
+
+class _NodeProgress:
+    """Progress on a node: lines on the worker's output, which Ray shows on the driver's console with the worker's
+    node address, so the console shows what each node is doing."""
+
+    def __init__(self, node: str) -> None:
+        self.node = node
+
+    def _line(self, text: str) -> None:
+        print(f"[node {self.node[:12]}] {text}", flush=True)
+
+    def stage(self, text: str) -> None:
+        self._line(text)
+
+    def info(self, text: str) -> None:
+        self._line(text)
+
+    def warn(self, text: str) -> None:
+        self._line(f"warning: {text}")
+
+    def requests(self, scenario: str, done: int, total: int) -> None:
+        if done == total:
+            self._line(f"{scenario}: {done}/{total} requests")
+
+
+def _run_on_node(work: BlockWork) -> BlockDone:
+    node = import_ray().get_runtime_context().get_node_id()
+    return run_block_in_scratch(work, _NodeProgress(node), node_id=node)
+
+
+_LOST_ERRORS = ("NodeDiedError", "WorkerCrashedError", "LocalRayletDiedError", "OutOfMemoryError", "RaySystemError")
+
+
+@dataclass
+class RayLeases:
+    """Blocks as Ray tasks holding `cluster`'s per-group resources; at most `max_parallel_groups` at once."""
+
+    cluster: ClusterConfig
+    progress: Progress
+    _ray: Any = field(default=None, init=False)
+    _started_here: bool = field(default=False, init=False)
+
+    def connect(self) -> None:
+        """Join the plan's cluster (or RAY_ADDRESS's); without either, start a one-node cluster on 127.0.0.1."""
+        ray = self._ray = import_ray()
+        if ray.is_initialized():
+            return
+        address = self.cluster.address or os.environ.get("RAY_ADDRESS")
+        if address:
+            ray.init(address=address, log_to_driver=True)
+        else:
+            ray.init(include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=True)
+            self._started_here = True
+        nodes = [n for n in ray.nodes() if n.get("Alive")]
+        self.progress.info(f"ray: {len(nodes)} node(s) alive, resources {ray.cluster_resources()}")
+
+    def close(self) -> None:
+        """Leave the cluster (and stop the one started here)."""
+        if self._ray is not None and self._ray.is_initialized():
+            self._ray.shutdown()
+
+    def _task(self) -> Any:
+        c = self.cluster
+        return self._ray.remote(_run_on_node).options(
+            num_cpus=c.cpus_per_group,
+            num_gpus=c.gpus_per_group,
+            resources=dict(c.resources_per_group),
+            max_retries=0,
+            retry_exceptions=False,
+        )
+
+    def run(self, works: Sequence[BlockWork]) -> Iterator[BlockDone | BlockLost]:
+        """Submit the blocks (at most `max_parallel_groups` in flight) and yield each as it finishes."""
+        if self._ray is None:
+            self.connect()
+        ray, task = self._ray, self._task()
+        limit = self.cluster.max_parallel_groups or len(works)
+        queue, running = list(works), dict[Any, BlockWork]()
+        try:
+            while queue or running:
+                while queue and len(running) < limit:
+                    work = queue.pop(0)
+                    running[task.remote(work)] = work
+                ready, _ = ray.wait(list(running), num_returns=1)
+                for ref in ready:
+                    yield self._outcome(ref, running.pop(ref))
+        finally:
+            for ref in running:
+                ray.cancel(ref)
+
+    def _outcome(self, ref: Any, work: BlockWork) -> BlockDone | BlockLost:
+        try:
+            done: BlockDone = self._ray.get(ref)
+        except Exception as exc:
+            if type(exc).__name__ in _LOST_ERRORS or any(t.__name__ in _LOST_ERRORS for t in type(exc).__mro__):
+                return BlockLost(work, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+            raise
+        return done
+
+
+@dataclass
+class InProcessLeases:
+    """Blocks run one after another in this process, each in its own scratch tree (the cluster's path without a
+    cluster: what `ClusterRounds` does with the blocks is the same)."""
+
+    progress: Progress
+
+    def run(self, works: Sequence[BlockWork]) -> Iterator[BlockDone | BlockLost]:
+        for work in works:
+            yield run_block_in_scratch(work, self.progress)

@@ -1,0 +1,41 @@
+"""What a plan's [cluster] needs, checked before anything starts: Ray installed, an engine that starts servers."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from specselect._plan import LoadedPlan
+from specselect.errors import ConfigError
+
+__all__ = ["RAY_EXTRA", "cluster_problems", "import_ray"]
+
+RAY_EXTRA = "pip install 'specselect[ray]'"
+
+
+def import_ray(source: str = "plan") -> Any:
+    """The `ray` module; ConfigError with the fix when it is not installed."""
+    try:
+        return importlib.import_module("ray")
+    except ImportError:
+        raise ConfigError(
+            '[cluster] backend = "ray" needs Ray, which is not installed',
+            location=f"{source}: cluster.backend",
+            fix=f"{RAY_EXTRA}, or remove [cluster]",
+        ) from None
+
+
+def cluster_problems(loaded: LoadedPlan, *, launches_servers: bool) -> None:
+    """Refuse, before anything starts, a [cluster] the run cannot use: Ray missing, or an engine that starts no
+    server (kind "openai" measures an endpoint that is already running)."""
+    cluster = loaded.plan.cluster
+    if cluster.is_local:
+        return
+    if not launches_servers:
+        raise ConfigError(
+            f"[cluster] backend = {cluster.backend!r} spreads server launches over nodes, and engine kind "
+            f"{loaded.plan.engine.kind!r} starts no server",
+            location=f"{loaded.source}: cluster.backend",
+            fix="remove [cluster]",
+        )
+    import_ray(loaded.source)
