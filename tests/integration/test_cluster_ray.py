@@ -124,6 +124,8 @@ def test_a_plan_fans_out_over_the_nodes_pairing_within_each_node(fake_run: FakeR
     assert len(used) >= 2  # blocks that could run at once did
     nodes = json.loads((root / "cluster.json").read_text())["nodes"]
     assert set(nodes) == used and all(n["host"]["logical_cpus"] >= 1 for n in nodes.values())
+    assert sum(n["launches"] for n in nodes.values()) == 15 and sum(n["baseline_launches"] for n in nodes.values()) == 6
+    assert "## Nodes" in (root / "report.md").read_text()
     written = EvidenceFile.model_validate_json((root / "evidence.json").read_text())
     local = _local_evidence(root)
     assert written.model_dump(include=set(Evidence.model_fields)) == local.model_dump()
@@ -173,6 +175,37 @@ def test_a_node_lost_mid_run_has_its_block_placed_again_and_leaves_no_server(
     groups = _groups(root)
     assert all(g["run_status"] == "completed" and len(_nodes(g)) == 3 for g in groups.values())
     assert killed[0] not in {node for g in groups.values() for node in _nodes(g)[1:]}
+    assert fake_run.cli("verify", str(root)).returncode == 0
+
+
+def test_a_run_whose_blocks_find_no_node_stops_and_resume_finishes_it(fake_run: FakeRun, cluster: Cluster) -> None:
+    cluster_plan(fake_run, token_delay=0.05)
+    root = fake_run.results / "faults"
+    stop = threading.Event()
+    killed: list[str] = []
+    marker = fake_run.python.parents[1]
+
+    def kill_every_worker() -> None:
+        while len(killed) < 2 and not stop.is_set():
+            killed.extend(_kill_a_serving_node(cluster, marker, stop))
+
+    watcher = threading.Thread(target=kill_every_worker)
+    watcher.start()
+    try:
+        done = fake_run.cli("run", "plan.toml", timeout=300)
+    finally:
+        stop.set()
+        watcher.join()
+    assert done.returncode == 4, done.stderr[-3000:]
+    assert "was lost 2 times" in done.stderr and "--resume" in done.stderr
+    assert json.loads((root / "manifest.json").read_text())["status"] == "interrupted"
+    assert_no_orphans(marker, root)
+    cluster.add_node(num_cpus=1, resources=SLOT)
+    cluster.wait_for_nodes()
+    resumed = fake_run.cli("run", "plan.toml", "--resume", timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    groups = _groups(root)
+    assert all(g["run_status"] == "completed" and len(_nodes(g)) == 3 for g in groups.values())
     assert fake_run.cli("verify", str(root)).returncode == 0
 
 

@@ -13,6 +13,7 @@ import pytest
 from test_admission_gather import caps
 from tests.fakegpu import FakeGpu, FakeMig, fake_nvml
 
+from specselect._engines import EngineSetup
 from specselect._engines.capabilities import DeviceInfo, VllmCapabilities
 from specselect._engines.devices import (
     DeviceScan,
@@ -24,7 +25,7 @@ from specselect._engines.devices import (
     visible_devices,
     visible_setting,
 )
-from specselect._engines.probing import device_budget
+from specselect._engines.probing import device_budget, leased_setup
 from specselect._measure.memory import PeakMemorySampler
 from specselect._plan import load_plan
 
@@ -203,3 +204,18 @@ def test_memory_is_sampled_per_device_with_host_rss_as_its_own_figure(monkeypatc
     assert result.mb == 45000  # the largest device's peak: the figure a per-device budget is compared with
     assert result.host_rss_mb is not None and 0 < result.host_rss_mb < 45000
     assert nvml.calls == ["init", "shutdown"]  # type: ignore[attr-defined]
+
+
+def test_a_cluster_lease_moves_a_groups_devices_and_budget_to_the_leased_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    gpus = [FakeGpu(A100, "NVIDIA A100-SXM4-40GB", 40960), FakeGpu(H100, "NVIDIA H100 80GB HBM3", 81559)]
+    monkeypatch.setitem(sys.modules, "pynvml", fake_nvml(gpus))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    driver = EngineSetup(kind="vllm", caps=_caps(scan_devices(), None))  # both GPUs, the smaller one's budget
+    assert [d.uuid for d in driver.caps.devices] == [A100, H100] and driver.caps.memory_budget_mb == 40960
+    assert leased_setup(driver) == driver  # no lease: unchanged
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")  # what Ray sets for a task holding the second GPU
+    node = leased_setup(driver).caps
+    assert [d.uuid for d in node.devices] == [H100] and node.memory_budget_mb == 81559
+    assert node.cuda_visible_devices == "1"
+    on_cpu = EngineSetup(kind="vllm", caps=_caps(None, None))
+    assert leased_setup(on_cpu) == on_cpu

@@ -43,6 +43,7 @@ __all__ = [
     "AdmissionFile",
     "AuditFinding",
     "ClusterFile",
+    "ClusterNode",
     "EvidenceFile",
     "GroupFacts",
     "GroupLaunch",
@@ -326,12 +327,25 @@ class NodeFacts(BaseModel):
     host: HostInfo
 
 
+class ClusterNode(NodeFacts):
+    """A node with what it ran and how its baseline compares with the other nodes'."""
+
+    launches: int = 0
+    baseline_launches: int = 0
+    baseline_rate_ratio: float | None = None
+    """Its baseline launches' output rate over the median node's, the median over the scenarios both measured;
+    None without a completed baseline scenario on it (or with one node)."""
+    outlier: bool = False
+    """The ratio lies beyond the plan's `baseline_outlier` factor (above it or below its inverse)."""
+
+
 class ClusterFile(ResultsDocument):
     """results/<label>/cluster.json: the nodes a cluster run's blocks ran on (each launch names its node in
-    `node`)."""
+    `node`); a node whose baseline is an outlier is flagged, not hidden (its pairs stay within it)."""
 
     backend: Literal["ray"]
-    nodes: dict[str, NodeFacts] = Field(default_factory=dict)
+    baseline_outlier: float
+    nodes: dict[str, ClusterNode] = Field(default_factory=dict)
 
 
 class ManifestGroup(BaseModel):

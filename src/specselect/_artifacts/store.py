@@ -14,6 +14,7 @@ from specselect._artifacts.layout import RunLayout
 from specselect._artifacts.results import (
     RESULTS_SCHEMA_VERSION,
     AdmissionFile,
+    ClusterFile,
     EvidenceFile,
     GroupResult,
     Handoff,
@@ -127,6 +128,8 @@ class RunDocuments:
     handoff: Handoff | None
     notes: tuple[str, ...] = ()
     """What could not be read and what that leaves out, one line each."""
+    cluster: ClusterFile | None = None
+    """A cluster run's nodes (cluster.json); None for a run on one machine."""
 
 
 def _optional(path: Path, model: type[M], notes: list[str], why: str) -> M | None:
@@ -182,4 +185,5 @@ def load_run(results_dir: Path) -> RunDocuments:
             f"the run is {manifest.status}: no evidence or decisions yet "
             f"(finish it with `specselect run {manifest.plan_source} --label {manifest.label} --resume`)"
         )
-    return RunDocuments(root, manifest, preflight, admission, groups, evidence, handoff, tuple(notes))
+    cluster = load_document(layout.cluster, ClusterFile) if layout.cluster.exists() else None
+    return RunDocuments(root, manifest, preflight, admission, groups, evidence, handoff, tuple(notes), cluster)

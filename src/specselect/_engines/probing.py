@@ -25,8 +25,9 @@ import psutil
 
 from specselect._common.fileio import atomic_write_json
 from specselect._common.pyenv import script_command
+from specselect._engines.base import EngineSetup
 from specselect._engines.capabilities import DeviceInfo
-from specselect._engines.devices import DeviceScan, scan_devices, visible_devices, visible_setting
+from specselect._engines.devices import VISIBLE_VAR, DeviceScan, scan_devices, visible_devices, visible_setting
 from specselect.errors import ArtifactError, EngineSetupError
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "cached_probe",
     "device_budget",
     "dist_records",
+    "leased_setup",
     "probe_versions",
     "query_devices",
     "records_cache_key",
@@ -76,6 +78,19 @@ class DeviceBudget(NamedTuple):
             "memory_budget_basis": self.memory_budget_basis,
             **self.facts._asdict(),
         }
+
+
+def leased_setup(setup: EngineSetup) -> EngineSetup:
+    """`setup` on a node whose lease holds GPUs (a cluster sets the lease's CUDA_VISIBLE_DEVICES in specselect's
+    environment there): the node's own devices, those the lease leaves visible and the smallest one's memory, so a
+    group's memory check and its memory sampling follow its own devices. Unchanged on the CPU or without one."""
+    caps = setup.caps
+    if caps is None or caps.device_kind != "cuda" or VISIBLE_VAR not in os.environ:
+        return setup
+    budget = device_budget(
+        scan_devices(), os.environ[VISIBLE_VAR], cuda_basis=caps.memory_budget_basis, cpu_basis=caps.memory_budget_basis
+    )
+    return setup.model_copy(update={"caps": caps.model_copy(update=budget.caps_fields())})
 
 
 def query_devices() -> tuple[DeviceInfo, ...]:

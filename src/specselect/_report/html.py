@@ -30,6 +30,7 @@ from specselect._report.sweep_tables import (
     temperature_spec,
 )
 from specselect._report.tables import (
+    NODES_LEAD,
     TableSpec,
     admission_spec,
     command_lines,
@@ -40,6 +41,7 @@ from specselect._report.tables import (
     groups_spec,
     identity_sections,
     measurements_spec,
+    nodes_spec,
     recommendations,
     verdicts,
 )
@@ -374,6 +376,7 @@ def render_html(data: ReportData, *, link_base: str = "") -> str:
     m = data.manifest
     groups = groups_spec(data)
     measured = measurements_spec(data)
+    nodes = nodes_spec(data)
     body = [
         _notes(data.notes),
         _decisions(data),
@@ -383,6 +386,7 @@ def render_html(data: ReportData, *, link_base: str = "") -> str:
         _certainty(data),
         _admission(data),
         _section("groups", "Groups", _table(groups, table_id="groups-table") + _log_tails(data.groups)),
+        _section("nodes", "Nodes", _table(nodes), NODES_LEAD) if nodes is not None else "",
         _section(
             "measurements",
             "Measurements",

@@ -21,11 +21,13 @@ from specselect._report.sweep_tables import (
     temperature_spec,
 )
 from specselect._report.tables import (
+    NODES_LEAD,
     TableSpec,
     admission_spec,
     command_lines,
     decision_spec,
     identity_sections,
+    nodes_spec,
     recommendations,
     verdicts,
 )
@@ -159,6 +161,9 @@ def render_markdown(data: ReportData) -> str:
     adm = admission_spec(data)
     if adm is not None:
         out.extend(["", "## Admission matrix", "", md_table(adm)])
+    nodes = nodes_spec(data)
+    if nodes is not None:
+        out.extend(["", "## Nodes", "", md_text(NODES_LEAD), "", md_table(nodes)])
     out.extend(["", "## Identities", ""])
     for title, items in identity_sections(data):
         if title in ("Policy", "Host", "Measurement") and not items:

@@ -27,6 +27,7 @@ from specselect._report.data import ReportData
 from specselect.records.measurement import Stats
 
 __all__ = [
+    "NODES_LEAD",
     "TableSpec",
     "Verdict",
     "admission_spec",
@@ -38,6 +39,7 @@ __all__ = [
     "groups_spec",
     "identity_sections",
     "measurements_spec",
+    "nodes_spec",
     "recommendations",
     "verdicts",
 ]
@@ -118,6 +120,31 @@ def groups_spec(data: ReportData) -> TableSpec:
         scenarios = f"{done}/{len(runs)}" if runs else "-"
         rows.append((g.group, g.role, g.family, g.run_status.value, g.reason, g.hint or "-", startup, scenarios))
     columns = ("group", "role", "family", "run", "reason", "hint", "start-up", "scenarios done")
+    return TableSpec(columns=columns, rows=tuple(rows))
+
+
+NODES_LEAD = (
+    "The cluster nodes the blocks ran on. Every candidate launch was paired with the baseline launch of its own "
+    "block, on the same node; a node whose baseline ran far from the median node's is flagged, not dropped."
+)
+
+
+def nodes_spec(data: ReportData) -> TableSpec | None:
+    """A cluster run's nodes: what each ran and its baseline's rate against the median node's (None on one
+    machine)."""
+    if data.cluster is None:
+        return None
+    factor = data.cluster.baseline_outlier
+    rows = []
+    for node in data.cluster.nodes.values():
+        ratio = "-" if node.baseline_rate_ratio is None else f"{node.baseline_rate_ratio:.2f}x"
+        flag = f"outlier (beyond {factor:g}x)" if node.outlier else "-"
+        host = node.host
+        machine = f"{host.cpu_model or host.machine}, {host.logical_cpus} CPUs, {host.memory_total_mb:.0f} MB"
+        rows.append(
+            (node.hostname, node.node_id[:12], machine, str(node.launches), str(node.baseline_launches), ratio, flag)
+        )
+    columns = ("node", "id", "machine", "launches", "baseline launches", "baseline rate vs median node", "flag")
     return TableSpec(columns=columns, rows=tuple(rows))
 
 

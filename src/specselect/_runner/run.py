@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from specselect._artifacts.results import (
     GroupResult,
     Handoff,
     Manifest,
+    NodeFacts,
     PreflightFile,
 )
 from specselect._core.status import RunStatus
@@ -25,6 +27,7 @@ from specselect._plan import BASELINE_GROUP, Candidate, LoadedPlan, load_plan
 from specselect._runner.budget import is_sweep, remaining_budget, round_that_does_not_fit
 from specselect._runner.cluster.driver import ClusterRounds
 from specselect._runner.cluster.leases import RayLeases
+from specselect._runner.cluster.nodes import cluster_nodes
 from specselect._runner.cluster.requirements import cluster_problems
 from specselect._runner.conclusion import conclude, evidence_settings, look, plan_scenarios, proposer_costs
 from specselect._runner.context import RunContext, group_context
@@ -44,7 +47,7 @@ from specselect._runner.resume import (
 from specselect._runner.rounds import Launch, RoundLoop, Wave, first_round_order
 from specselect._runner.schedule_candidate import DerivationInputs
 from specselect._runner.signals import sigterm_as_interrupt
-from specselect.errors import ConfigError, InterruptedRun, UsageError
+from specselect.errors import ConfigError, EngineError, InterruptedRun, UsageError
 
 __all__ = ["RunOptions", "RunOutcome", "plan_scenarios", "probe_plan", "run_plan"]
 
@@ -228,6 +231,9 @@ class _Run:
             loop = self.round_loop(groups, launch=lambda name, index: groups.results[name], wave=rounds.wave)
             groups.writer.sequential_stop = loop.run(self.active(groups), start=1, looks=plan.run.look_rounds).stop
             rounds.reread_records()
+        except EngineError:
+            groups.writer.update(groups.pre, groups.results, "interrupted")
+            raise
         except KeyboardInterrupt:
             groups.writer.update(groups.pre, groups.results, "interrupted")
             raise InterruptedRun(
@@ -237,7 +243,20 @@ class _Run:
             ) from None
         finally:
             leases.close()
-            groups.writer.write(self.layout.cluster, ClusterFile(backend=plan.cluster.backend, nodes=rounds.nodes))
+            self.write_nodes(groups, rounds.nodes)
+
+    def write_nodes(self, groups: RunGroups, facts: Mapping[str, NodeFacts]) -> None:
+        """cluster.json: the nodes, what each ran, and a warning for a node whose baseline is an outlier."""
+        factor = self.loaded.plan.cluster.baseline_outlier
+        nodes = cluster_nodes([g for g in groups.results.values()], facts, factor)
+        for node in nodes.values():
+            if node.outlier:
+                self.progress.warn(
+                    f"node {node.hostname} ({node.node_id[:12]}): its baseline ran at {node.baseline_rate_ratio:.2f}x "
+                    f"the median node's (outlier factor {factor:g}); its pairs stay within it: read the report's "
+                    "node table"
+                )
+        groups.writer.write(self.layout.cluster, ClusterFile(backend="ray", baseline_outlier=factor, nodes=nodes))
 
     def first_launch(self, groups: RunGroups, cand: Candidate) -> None:
         """A group's launch in round 0 (or, admission refused it, its record without one)."""

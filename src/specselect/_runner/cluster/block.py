@@ -21,6 +21,7 @@ from specselect._artifacts.results import GroupResult, NodeFacts
 from specselect._assets.refs import ResolvedModel
 from specselect._common.hostfacts import collect_host_info
 from specselect._engines import EngineSetup, create_engine
+from specselect._engines.probing import leased_setup
 from specselect._evidence.pipeline import InMemoryRecords
 from specselect._evidence.prediction import ProposerCost
 from specselect._plan import LoadedPlan
@@ -77,7 +78,7 @@ def run_block(work: BlockWork, root: Path, progress: Progress, node_id: str = "l
         work.loaded,
         layout,
         create_engine(work.loaded.plan.engine),
-        work.setup,
+        leased_setup(work.setup),
         dict(work.workloads),
         InMemoryRecords(),
         progress,

@@ -63,6 +63,8 @@ class RayLeases:
 
     cluster: ClusterConfig
     progress: Progress
+    poll_s: float = 5.0
+    """How often a wait checks that some live node can still hold a block (else the blocks waiting are lost)."""
     _ray: Any = field(default=None, init=False)
     _started_here: bool = field(default=False, init=False)
 
@@ -107,12 +109,34 @@ class RayLeases:
                 while queue and len(running) < limit:
                     work = queue.pop(0)
                     running[task.remote(work)] = work
-                ready, _ = ray.wait(list(running), num_returns=1)
+                ready, _ = ray.wait(list(running), num_returns=1, timeout=self.poll_s)
                 for ref in ready:
                     yield self._outcome(ref, running.pop(ref))
+                if not ready and not self._feasible():
+                    for ref, work in list(running.items()):
+                        ray.cancel(ref, force=True)
+                        yield BlockLost(work, f"no live node offers what a block needs ({self._needs()})")
+                    queue, running = [], {}
         finally:
             for ref in running:
                 ray.cancel(ref)
+
+    def _needs(self) -> dict[str, float]:
+        c = self.cluster
+        return {
+            "CPU": c.cpus_per_group,
+            **({"GPU": float(c.gpus_per_group)} if c.gpus_per_group else {}),
+            **c.resources_per_group,
+        }
+
+    def _feasible(self) -> bool:
+        """Whether a live node has the resources of one block in total (busy or not)."""
+        needs = self._needs()
+        return any(
+            all(node.get("Resources", {}).get(key, 0.0) >= amount for key, amount in needs.items())
+            for node in self._ray.nodes()
+            if node.get("Alive")
+        )
 
     def _outcome(self, ref: Any, work: BlockWork) -> BlockDone | BlockLost:
         try:
