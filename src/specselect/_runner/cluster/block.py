@@ -32,8 +32,9 @@ from specselect._runner.launch import launch_group
 from specselect._runner.progress import Progress
 from specselect._runner.schedule_candidate import DerivationInputs
 from specselect._workloads.model import Workload
+from specselect.errors import ConfigError
 
-__all__ = ["RESULT_DIRS", "BlockDone", "BlockWork", "run_block", "run_block_in_scratch"]
+__all__ = ["RESULT_DIRS", "BlockDone", "BlockWork", "check_node", "run_block", "run_block_in_scratch"]
 
 RESULT_DIRS = ("records", "logs")
 """What a block writes that belongs to the run (the engine's work directory stays on the node)."""
@@ -71,8 +72,22 @@ class BlockDone:
     """The group whose launch was interrupted (the launches after it did not run)."""
 
 
+def check_node(work: BlockWork) -> None:
+    """The engine and the targets must be where the driver found them; ConfigError naming the first that is not."""
+    paths = (work.setup.python, *(t.path for t in work.targets.values()))
+    missing = next((p for p in paths if p is not None and not Path(p).exists()), None)
+    if missing is not None:
+        raise ConfigError(
+            f"node {socket.gethostname()} has no {missing}, which the driver found",
+            location="cluster",
+            fix="run `specselect setup` with the same SPECSELECT_HOME on every node (or share it); a local model "
+            "directory must exist at the same path on every node",
+        )
+
+
 def run_block(work: BlockWork, root: Path, progress: Progress, node_id: str = "local") -> BlockDone:
     """Run the block's launches in order in the results tree `root`; an interrupted launch ends the block."""
+    check_node(work)
     layout = RunLayout(root)
     run = RunContext(
         work.loaded,
