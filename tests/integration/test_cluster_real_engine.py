@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
-from _reduced_plan import cpu_plan_head, copy_list_item, specselect, write_workload
+from _reduced_plan import copy_list_item, cpu_plan_head, specselect, write_workload
 
 pytest.importorskip("ray", reason="the cluster backend needs the ray extra (pip install 'specselect[ray]')")
 pytestmark = pytest.mark.integration

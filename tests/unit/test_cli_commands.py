@@ -139,7 +139,7 @@ def test_schema_unknown_name_exits_2_listing_known_ones(capsys: pytest.CaptureFi
     assert (code, out) == (2, "")
     assert err == (
         "specselect: error: specselect schema: unknown schema 'results' (fix: use one of: plan, workload-item, "
-        "manifest, preflight, admission, group, record, evidence, handoff, check)\n"
+        "manifest, preflight, admission, group, record, evidence, handoff, cluster, check)\n"
     )
 
 

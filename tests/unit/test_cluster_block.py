@@ -1,4 +1,4 @@
-"""A node refuses a block whose engine or target is not where the driver found it, before starting anything."""
+"""What a cluster run refuses before it starts anything: a plan it cannot spread, a node without the engine."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from specselect._admission import Admissions
 from specselect._engines import EngineSetup
 from specselect._runner.blocks import Block
 from specselect._runner.cluster.block import BlockWork, check_node
+from specselect._runner.cluster.requirements import cluster_problems
 from specselect.errors import ConfigError
 
 
@@ -41,3 +42,19 @@ def test_a_node_without_the_engine_environment_names_it_and_the_fix(tmp_path: Pa
     assert info.value.one_line().startswith("cluster: node ")
     assert f"has no {missing}, which the driver found" in info.value.one_line()
     assert "same SPECSELECT_HOME on every node" in info.value.one_line()
+
+
+def test_a_cluster_plan_with_a_fixed_port_is_refused_before_anything_starts() -> None:
+    loaded = _load({"engine": {"port": 8000}, "cluster": {"backend": "ray"}})
+    with pytest.raises(ConfigError) as info:
+        cluster_problems(loaded, launches_servers=True)
+    assert info.value.one_line() == (
+        "p.toml: engine.port: [engine] port = 8000: blocks that share a node would start their servers on the same "
+        "port (fix: set port = 0 (each server picks a free port), or max_parallel_groups = 1 in [cluster])"
+    )
+
+
+def test_a_cluster_plan_for_an_endpoint_that_is_already_running_is_refused() -> None:
+    loaded = _load({"cluster": {"backend": "ray"}})
+    with pytest.raises(ConfigError, match="starts no server"):
+        cluster_problems(loaded, launches_servers=False)

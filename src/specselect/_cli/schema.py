@@ -54,6 +54,10 @@ SCHEMAS: Mapping[str, SchemaEntry] = MappingProxyType(
         "handoff": SchemaEntry(
             model="specselect._artifacts.results:Handoff", description="results/<label>/handoff.json"
         ),
+        "cluster": SchemaEntry(
+            model="specselect._artifacts.results:ClusterFile",
+            description="results/<label>/cluster.json (a cluster run's nodes)",
+        ),
         "check": SchemaEntry(
             model="specselect._artifacts.check:CheckReport", description="<label>-check/check.json (specselect check)"
         ),

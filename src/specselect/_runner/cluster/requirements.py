@@ -26,8 +26,9 @@ def import_ray(source: str = "plan") -> Any:
 
 
 def cluster_problems(loaded: LoadedPlan, *, launches_servers: bool) -> None:
-    """Refuse, before anything starts, a [cluster] the run cannot use: Ray missing, or an engine that starts no
-    server (kind "openai" measures an endpoint that is already running)."""
+    """Refuse, before anything starts, a [cluster] the run cannot use: an engine that starts no server (kind
+    "openai" measures an endpoint that is already running), a fixed port blocks on one node would share, Ray
+    missing."""
     cluster = loaded.plan.cluster
     if cluster.is_local:
         return
@@ -37,5 +38,12 @@ def cluster_problems(loaded: LoadedPlan, *, launches_servers: bool) -> None:
             f"{loaded.plan.engine.kind!r} starts no server",
             location=f"{loaded.source}: cluster.backend",
             fix="remove [cluster]",
+        )
+    if loaded.plan.engine.port != 0 and cluster.max_parallel_groups != 1:
+        raise ConfigError(
+            f"[engine] port = {loaded.plan.engine.port}: blocks that share a node would start their servers on the "
+            "same port",
+            location=f"{loaded.source}: engine.port",
+            fix="set port = 0 (each server picks a free port), or max_parallel_groups = 1 in [cluster]",
         )
     import_ray(loaded.source)
