@@ -46,26 +46,26 @@ def fake_vllm_fixture(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(name="cluster")
-def cluster_fixture(monkeypatch: pytest.MonkeyPatch) -> Iterator[Cluster]:
-    """A head without slots and two workers with one each (blocks run on the workers); specselect joins it
-    through RAY_ADDRESS."""
+def cluster_fixture() -> Iterator[Cluster]:
+    """A head without slots and two workers with one each (blocks run on the workers); the plans name its
+    address."""
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
     for _ in range(2):
         cluster.add_node(num_cpus=1, resources=SLOT)
     cluster.wait_for_nodes()
-    monkeypatch.setenv("RAY_ADDRESS", cluster.address)
     yield cluster
     if ray.is_initialized():
         ray.shutdown()
     cluster.shutdown()
 
 
-def cluster_plan(run: FakeRun, *, rounds: int = 3, token_delay: float = 0.0) -> Path:
-    """Two tracks (g1, g2 on the model; g3 on another), `rounds` rounds, one slot per block."""
+def cluster_plan(run: FakeRun, address: str, *, rounds: int = 3, token_delay: float = 0.0) -> Path:
+    """Two tracks (g1, g2 on the model; g3 on another), `rounds` rounds, one slot per block, on the cluster at
+    `address`."""
     slow = ("--fake-token-delay", str(token_delay)) if token_delay else ()
     g3 = {**ngram("g3", *slow), "target": {"model": str(run.python.parents[2] / OTHER_MODEL)}}
     text = plan_text(run.python, candidates=[ngram("g1", *slow), ngram("g2", *slow), g3], run={"rounds": rounds})
-    text += '\n[cluster]\nbackend = "ray"\n\n[cluster.resources_per_group]\nslot = 1\n'
+    text += f'\n[cluster]\nbackend = "ray"\naddress = "{address}"\n\n[cluster.resources_per_group]\nslot = 1\n'
     path = run.dir / "plan.toml"
     path.write_text(text)
     return path
@@ -109,7 +109,7 @@ def _local_evidence(root: Path) -> Evidence:
 
 
 def test_a_plan_fans_out_over_the_nodes_pairing_within_each_node(fake_run: FakeRun, cluster: Cluster) -> None:
-    cluster_plan(fake_run)
+    cluster_plan(fake_run, cluster.address)
     done = fake_run.cli("run", "plan.toml", "--json", timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     root = fake_run.results / "faults"
@@ -157,7 +157,7 @@ def _kill_a_serving_node(cluster: Cluster, marker: Path, stop: threading.Event) 
 def test_a_node_lost_mid_run_has_its_block_placed_again_and_leaves_no_server(
     fake_run: FakeRun, cluster: Cluster
 ) -> None:
-    cluster_plan(fake_run, token_delay=0.05)
+    cluster_plan(fake_run, cluster.address, token_delay=0.05)
     root = fake_run.results / "faults"
     stop = threading.Event()
     killed: list[str] = []
@@ -179,7 +179,7 @@ def test_a_node_lost_mid_run_has_its_block_placed_again_and_leaves_no_server(
 
 
 def test_a_run_whose_blocks_find_no_node_stops_and_resume_finishes_it(fake_run: FakeRun, cluster: Cluster) -> None:
-    cluster_plan(fake_run, token_delay=0.05)
+    cluster_plan(fake_run, cluster.address, token_delay=0.05)
     root = fake_run.results / "faults"
     stop = threading.Event()
     killed: list[str] = []
@@ -212,11 +212,12 @@ def test_a_run_whose_blocks_find_no_node_stops_and_resume_finishes_it(fake_run: 
 def test_without_ray_a_cluster_plan_is_refused_before_anything_starts(
     fake_run: FakeRun, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    cluster_plan(fake_run)
+    cluster_plan(fake_run, "auto")
     blocked = fake_run.dir / "no-ray"
     blocked.mkdir()
     (blocked / "ray.py").write_text("raise ImportError('ray is not installed here')\n")
-    done = fake_run.cli("probe", "plan.toml", env={"PYTHONPATH": f"{blocked}:{specselect_src()}"})
+    env = {"PYTHONPATH": f"{blocked}:{specselect_src()}"}
+    done = fake_run.cli("probe", "plan.toml", env=env)
     assert done.returncode == 2, done.stderr
     assert "pip install 'specselect[ray]'" in done.stderr
     assert not (fake_run.results / "faults").exists()

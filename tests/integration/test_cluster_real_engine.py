@@ -1,4 +1,4 @@
-"""One real CPU vLLM group through a one-node Ray cluster that specselect starts itself on 127.0.0.1.
+"""One real CPU vLLM group through a one-node Ray cluster that specselect starts for the run (address "local").
 
 The lease holds both cores (`cpus_per_group = 2`: Ray sets OMP_NUM_THREADS to a task's CPUs, and the CPU build of
 vLLM runs on OpenMP threads); the server is the task's child, records and the log come back into the results tree.
@@ -30,6 +30,7 @@ copy = "copy.jsonl"
 
 [cluster]
 backend = "ray"
+address = "local"
 cpus_per_group = 2.0
 """
 )

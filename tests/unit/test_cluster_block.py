@@ -45,7 +45,7 @@ def test_a_node_without_the_engine_environment_names_it_and_the_fix(tmp_path: Pa
 
 
 def test_a_cluster_plan_with_a_fixed_port_is_refused_before_anything_starts() -> None:
-    loaded = _load({"engine": {"port": 8000}, "cluster": {"backend": "ray"}})
+    loaded = _load({"engine": {"port": 8000}, "cluster": {"backend": "ray", "address": "auto"}})
     with pytest.raises(ConfigError) as info:
         cluster_problems(loaded, launches_servers=True)
     assert info.value.one_line() == (
@@ -55,6 +55,16 @@ def test_a_cluster_plan_with_a_fixed_port_is_refused_before_anything_starts() ->
 
 
 def test_a_cluster_plan_for_an_endpoint_that_is_already_running_is_refused() -> None:
-    loaded = _load({"cluster": {"backend": "ray"}})
+    loaded = _load({"cluster": {"backend": "ray", "address": "auto"}})
     with pytest.raises(ConfigError, match="starts no server"):
         cluster_problems(loaded, launches_servers=False)
+
+
+def test_a_cluster_plan_that_names_no_cluster_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    with pytest.raises(ConfigError) as info:
+        cluster_problems(_load({"cluster": {"backend": "ray"}}), launches_servers=True)
+    assert info.value.one_line().startswith('p.toml: cluster.address: [cluster] backend = "ray" names no cluster')
+    monkeypatch.setenv("RAY_ADDRESS", "auto")  # the environment names it: on to the next check
+    with pytest.raises(ConfigError, match="starts no server"):
+        cluster_problems(_load({"cluster": {"backend": "ray"}}), launches_servers=False)

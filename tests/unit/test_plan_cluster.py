@@ -51,8 +51,8 @@ CASES: list[tuple[dict[str, Any], str]] = [
     ),
     (
         {"backend": "ray", "address": "http://user:secret@head:8265"},
-        'cluster.address: \'http://user:secret@head:8265\' is not a Ray address (fix: write "auto", "HOST:PORT" or '
-        '"ray://HOST:PORT" (no credentials: they come from the environment))',
+        'cluster.address: \'http://user:secret@head:8265\' is not a Ray address (fix: write "auto", "local", '
+        '"HOST:PORT" or "ray://HOST:PORT" (no credentials: they come from the environment))',
     ),
     (
         {"backend": "ray", "resources_per_group": {"GPU": 1.0}},

@@ -16,7 +16,7 @@ CLUSTER_BACKENDS = ("local", "ray")
 
 _RESOURCE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:-]{0,99}$")
 _RAY_BUILTIN_RESOURCES = frozenset({"CPU", "GPU", "memory", "object_store_memory"})
-_ADDRESS = re.compile(r"^(auto|(ray://)?[A-Za-z0-9.\[\]:-]{1,253}:[0-9]{1,5})$")
+_ADDRESS = re.compile(r"^(auto|local|(ray://)?[A-Za-z0-9.\[\]:-]{1,253}:[0-9]{1,5})$")
 
 PerGroup = Annotated[float, Strict(), Field(gt=0, le=1_000_000)]
 
@@ -32,8 +32,9 @@ class ClusterConfig(PlanSection):
     )
     address: Annotated[str, Strict()] | None = Field(
         default=None,
-        description='the Ray cluster: "auto" (the cluster this machine is a node of), "HOST:PORT" (its GCS) or '
-        '"ray://HOST:PORT" (a Ray Client server); unset: RAY_ADDRESS, else a one-node cluster started here',
+        description='the Ray cluster: "auto" (the cluster this machine is a node of), "HOST:PORT" (its GCS), '
+        '"ray://HOST:PORT" (a Ray Client server) or "local" (a one-node cluster started here for the run; Ray '
+        "listens on this machine's interfaces); unset: RAY_ADDRESS",
     )
     gpus_per_group: Annotated[int, Strict(), Field(ge=0, le=64)] = Field(
         default=0, description="GPUs one block's lease holds (its devices are the engine's CUDA_VISIBLE_DEVICES)"
@@ -66,7 +67,8 @@ class ClusterConfig(PlanSection):
         if value is not None and not _ADDRESS.match(value):
             raise rule_error(
                 f"{value!r} is not a Ray address",
-                'write "auto", "HOST:PORT" or "ray://HOST:PORT" (no credentials: they come from the environment)',
+                'write "auto", "local", "HOST:PORT" or "ray://HOST:PORT" (no credentials: they come from the '
+                "environment)",
             )
         return value
 

@@ -36,7 +36,7 @@ from specselect._runner.launch import RunGroups
 from specselect._runner.leftovers import stop_leftover_servers
 from specselect._runner.manifest import ManifestWriter, now
 from specselect._runner.preflight import Preflight, run_preflight
-from specselect._runner.progress import Progress
+from specselect._runner.progress import Progress, SilentProgress
 from specselect._runner.resume import (
     changed_environment_warning,
     check_resume,
@@ -221,7 +221,7 @@ class _Run:
     def run_on_cluster(self, groups: RunGroups) -> None:
         """Round 0 and the waves after it as blocks leased from the plan's cluster (`runner.cluster`)."""
         plan = self.loaded.plan
-        leases = RayLeases(plan.cluster, self.progress)
+        leases = RayLeases(plan.cluster, self.progress, node_lines=not isinstance(self.progress, SilentProgress))
         rounds = ClusterRounds(groups, leases, self.progress, self.label, self.previous)
         groups.before_look = rounds.reread_records
         try:

@@ -12,6 +12,7 @@ Ray is optional (`pip install 'specselect[ray]'`) and imported only here, only w
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,7 +34,7 @@ class _NodeProgress:
         self.node = node
 
     def _line(self, text: str) -> None:
-        print(f"[node {self.node[:12]}] {text}", flush=True)
+        print(f"[node {self.node[:12]}] {text}", file=sys.stderr, flush=True)
 
     def stage(self, text: str) -> None:
         self._line(text)
@@ -63,27 +64,30 @@ class RayLeases:
 
     cluster: ClusterConfig
     progress: Progress
+    node_lines: bool = True
+    """Show the nodes' progress lines (and Ray's own) on this console; off for a silent run (`--json`, the API),
+    whose standard output is only its result."""
     poll_s: float = 5.0
     """How often a wait checks that some live node can still hold a block (else the blocks waiting are lost)."""
     _ray: Any = field(default=None, init=False)
-    _started_here: bool = field(default=False, init=False)
 
     def connect(self) -> None:
-        """Join the plan's cluster (or RAY_ADDRESS's); without either, start a one-node cluster on 127.0.0.1."""
+        """Join the plan's cluster (or RAY_ADDRESS's); with address "local", start a one-node cluster for the run."""
         ray = self._ray = import_ray()
         if ray.is_initialized():
             return
         address = self.cluster.address or os.environ.get("RAY_ADDRESS")
-        if address:
-            ray.init(address=address, log_to_driver=True)
+        if address == "local":
+            # Ray (2.60) resolves a loopback node address to the host's and listens on its interfaces, with its
+            # token authentication on: the plan asked for this cluster by name (docs/cluster.md).
+            ray.init(address="local", include_dashboard=False, log_to_driver=self.node_lines)
         else:
-            ray.init(include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=True)
-            self._started_here = True
+            ray.init(address=address, log_to_driver=self.node_lines)
         nodes = [n for n in ray.nodes() if n.get("Alive")]
         self.progress.info(f"ray: {len(nodes)} node(s) alive, resources {ray.cluster_resources()}")
 
     def close(self) -> None:
-        """Leave the cluster (and stop the one started here)."""
+        """Leave the cluster (a "local" one stops with it)."""
         if self._ray is not None and self._ray.is_initialized():
             self._ray.shutdown()
 

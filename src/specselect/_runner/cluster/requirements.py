@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 from typing import Any
 
 from specselect._plan import LoadedPlan
@@ -27,8 +28,8 @@ def import_ray(source: str = "plan") -> Any:
 
 def cluster_problems(loaded: LoadedPlan, *, launches_servers: bool) -> None:
     """Refuse, before anything starts, a [cluster] the run cannot use: an engine that starts no server (kind
-    "openai" measures an endpoint that is already running), a fixed port blocks on one node would share, Ray
-    missing."""
+    "openai" measures an endpoint that is already running), a fixed port blocks on one node would share, no
+    cluster named, Ray missing."""
     cluster = loaded.plan.cluster
     if cluster.is_local:
         return
@@ -45,5 +46,12 @@ def cluster_problems(loaded: LoadedPlan, *, launches_servers: bool) -> None:
             "same port",
             location=f"{loaded.source}: engine.port",
             fix="set port = 0 (each server picks a free port), or max_parallel_groups = 1 in [cluster]",
+        )
+    if cluster.address is None and not os.environ.get("RAY_ADDRESS"):
+        raise ConfigError(
+            '[cluster] backend = "ray" names no cluster, and RAY_ADDRESS is not set',
+            location=f"{loaded.source}: cluster.address",
+            fix='set address = "auto" (on a node of the cluster), "HOST:PORT" or "ray://HOST:PORT", or RAY_ADDRESS; '
+            'address = "local" starts a one-node cluster here for the run',
         )
     import_ray(loaded.source)
