@@ -19,7 +19,15 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))  # the stand-in vLLM (test support)
-from test_fault_harness import FakeRun, assert_no_orphans, fake_engine_processes, make_fake_vllm, ngram, plan_text
+from test_fault_harness import (
+    FakeRun,
+    assert_no_orphans,
+    fake_engine_processes,
+    fake_run_fixture,
+    make_fake_vllm,
+    ngram,
+    plan_text,
+)
 
 import specselect
 from specselect._artifacts.layout import RunLayout
@@ -31,6 +39,7 @@ from specselect._runner.resume import keep_records
 ray = pytest.importorskip("ray", reason="the cluster backend needs the ray extra (pip install 'specselect[ray]')")
 Cluster = pytest.importorskip("ray.cluster_utils").Cluster
 pytestmark = pytest.mark.integration
+__all__ = ["fake_run_fixture"]  # the harness's per-test run directory, over this module's fake_vllm
 
 SLOT = {"slot": 1.0}
 OTHER_MODEL = "other-model"
@@ -69,14 +78,6 @@ def cluster_plan(run: FakeRun, address: str, *, rounds: int = 3, token_delay: fl
     path = run.dir / "plan.toml"
     path.write_text(text)
     return path
-
-
-@pytest.fixture(name="fake_run")
-def fake_run_fixture(tmp_path: Path, fake_vllm: Path) -> Iterator[FakeRun]:
-    (tmp_path / "work").mkdir()
-    run = FakeRun(tmp_path / "work", fake_vllm, tmp_path / "home")
-    yield run
-    assert_no_orphans(fake_vllm.parents[1], run.results)
 
 
 def _groups(results: Path) -> dict[str, dict[str, Any]]:
@@ -154,21 +155,31 @@ def _kill_a_serving_node(cluster: Cluster, marker: Path, stop: threading.Event) 
     return []
 
 
+def _run_killing(fake_run: FakeRun, cluster: Cluster, *, nodes: int) -> tuple[Any, list[str]]:
+    """`specselect run plan.toml` while up to `nodes` worker nodes are removed, each as soon as it serves."""
+    stop = threading.Event()
+    killed: list[str] = []
+    marker = fake_run.python.parents[1]
+
+    def kill() -> None:
+        while len(killed) < nodes and not stop.is_set():
+            killed.extend(_kill_a_serving_node(cluster, marker, stop))
+
+    watcher = threading.Thread(target=kill)
+    watcher.start()
+    try:
+        return fake_run.cli("run", "plan.toml", timeout=300), killed
+    finally:
+        stop.set()
+        watcher.join()
+
+
 def test_a_node_lost_mid_run_has_its_block_placed_again_and_leaves_no_server(
     fake_run: FakeRun, cluster: Cluster
 ) -> None:
     cluster_plan(fake_run, cluster.address, token_delay=0.05)
     root = fake_run.results / "faults"
-    stop = threading.Event()
-    killed: list[str] = []
-    marker = fake_run.python.parents[1]
-    watcher = threading.Thread(target=lambda: killed.extend(_kill_a_serving_node(cluster, marker, stop)))
-    watcher.start()
-    try:
-        done = fake_run.cli("run", "plan.toml", timeout=300)
-    finally:
-        stop.set()
-        watcher.join()
+    done, killed = _run_killing(fake_run, cluster, nodes=1)
     assert killed, "no node was removed while the run was going"
     assert done.returncode == 0, done.stderr[-3000:]
     assert "lost: " in done.stderr and "placement 2" in done.stderr
@@ -181,21 +192,8 @@ def test_a_node_lost_mid_run_has_its_block_placed_again_and_leaves_no_server(
 def test_a_run_whose_blocks_find_no_node_stops_and_resume_finishes_it(fake_run: FakeRun, cluster: Cluster) -> None:
     cluster_plan(fake_run, cluster.address, token_delay=0.05)
     root = fake_run.results / "faults"
-    stop = threading.Event()
-    killed: list[str] = []
     marker = fake_run.python.parents[1]
-
-    def kill_every_worker() -> None:
-        while len(killed) < 2 and not stop.is_set():
-            killed.extend(_kill_a_serving_node(cluster, marker, stop))
-
-    watcher = threading.Thread(target=kill_every_worker)
-    watcher.start()
-    try:
-        done = fake_run.cli("run", "plan.toml", timeout=300)
-    finally:
-        stop.set()
-        watcher.join()
+    done, _ = _run_killing(fake_run, cluster, nodes=2)  # both workers: no node can hold a block any more
     assert done.returncode == 4, done.stderr[-3000:]
     assert "was lost 2 times" in done.stderr and "--resume" in done.stderr
     assert json.loads((root / "manifest.json").read_text())["status"] == "interrupted"
