@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from specselect.common.fileio import atomic_write_text
 from specselect.engines.base import LaunchSpec
 from specselect.records.measurement import Endpoint
-from specselect.workloads.model import WorkloadItem
+from specselect.records.workloads import WorkloadItem
 
 __all__ = [
     "CPU_ENGINE_ARGS",

@@ -55,8 +55,8 @@ from specselect.engines.vllm.telemetry import spec_decode_delta
 from specselect.measure import e2e_ms, run_load, ttft_ms
 from specselect.records.measurement import Endpoint, SamplingParams, ScenarioSpec
 from specselect.records.telemetry import SpecTelemetry, build_spec_telemetry, summarize_per_request
+from specselect.records.workloads import Workload
 from specselect.workloads.loader import load_workload
-from specselect.workloads.model import Workload
 
 GROUPS = ("baseline", "ngram")
 

@@ -53,8 +53,8 @@ from _common import (
 from specselect.engines.base import LaunchSpec
 from specselect.measure import request_order, run_load
 from specselect.records.measurement import Endpoint, SamplingParams, ScenarioSpec
+from specselect.records.workloads import WorkloadItem
 from specselect.workloads.loader import load_workload
-from specselect.workloads.model import WorkloadItem
 
 METRICS = (
     ("TTFT p50 (ms)", "ttft_ms", ".1f"),

@@ -46,8 +46,8 @@ from specselect.measure import run_load
 from specselect.measure.hostload import HostLoadMeter
 from specselect.plan.sections import DEFAULT_MAX_HOST_FOREIGN_CPU_SHARE
 from specselect.records.measurement import Endpoint, SamplingParams, ScenarioSpec
+from specselect.records.workloads import Workload
 from specselect.workloads.loader import load_workload
-from specselect.workloads.model import Workload
 
 TITLE = "Host load: a neighbour's CPU share against the server's slowdown"
 LEVELS = ((1, 0.05), (1, 0.1), (1, 0.2), (1, 0.4), (2, 0.4))

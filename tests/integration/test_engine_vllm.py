@@ -16,7 +16,7 @@ from typing import Any
 import psutil
 import pytest
 
-from specselect.engines.base import LaunchSpec, Proposal, ReleaseCheck, RunningServer, SanityResult
+from specselect.engines.base import LaunchSpec, Proposal, RunningServer
 from specselect.engines.http import local_request, port_is_free
 from specselect.engines.vllm.engine import VllmEngine
 from specselect.engines.vllm.specconfig import build_speculative_config
@@ -26,6 +26,7 @@ from specselect.measure import run_load
 from specselect.measure.memory import PeakMemorySampler
 from specselect.records.measurement import Endpoint, SamplingParams, ScenarioResult, ScenarioSpec
 from specselect.records.memory import PeakMemory
+from specselect.records.server import ReleaseCheck, SanityResult
 from specselect.records.telemetry import SpecTelemetry, build_spec_telemetry, summarize_per_request
 from specselect.workloads import load_workload
 

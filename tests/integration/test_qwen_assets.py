@@ -16,10 +16,11 @@ import os
 import pytest
 
 from specselect.admission.compat import check_compatibility
-from specselect.assets import BUILTIN_MODELS, ResolvedModel, resolve_model
+from specselect.assets import BUILTIN_MODELS, resolve_model
 from specselect.assets.chunked import ChunkedProvenance, gguf_path, parts_dir
 from specselect.assets.marker import MODEL_MARKER
 from specselect.engines.vllm.envsetup import EngineEnv
+from specselect.records.assets import ResolvedModel
 
 pytestmark = [
     pytest.mark.integration,

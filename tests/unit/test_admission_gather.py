@@ -14,11 +14,9 @@ from test_assets_files import tiny_llama
 
 from specselect.admission import Gathered, capacity_check
 from specselect.assets.memory_estimate import CPU_RUNTIME_OVERHEAD_MB, MemoryTerms, estimate_memory
-from specselect.assets.refs import ResolvedModel
 from specselect.core.gates import AdmissionResult, admit
 from specselect.core.status import RunStatus
 from specselect.engines import EngineSetup, GroupContext
-from specselect.engines.capabilities import DeviceInfo, EngineCapabilities, SglangCapabilities, VllmCapabilities
 from specselect.engines.settings import memory_flags
 from specselect.engines.sglang.engine import SglangEngine
 from specselect.engines.sglang.gate import sglang_method
@@ -28,6 +26,8 @@ from specselect.engines.vllm.engine import VllmEngine
 from specselect.errors import ConfigError
 from specselect.plan import EngineConfig, TargetConfig, load_plan
 from specselect.plan.candidates import Candidate
+from specselect.records.assets import ResolvedModel
+from specselect.records.capabilities import DeviceInfo, EngineCapabilities, SglangCapabilities, VllmCapabilities
 
 METHODS = (
     "ngram",

@@ -20,10 +20,10 @@ import pytest
 
 import specselect
 from specselect import api
-from specselect.engines.base import SanityResult
 from specselect.engines.openai.engine import AttachedServer, OpenAIEndpointEngine
 from specselect.errors import ConfigError, MissingDependencyError, PlanError, ResultsError, UsageError
 from specselect.plan import builtin_plan_text
+from specselect.records.server import SanityResult
 from specselect.runner.progress import SilentProgress
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests.stubs is test support, not in the package

@@ -9,13 +9,7 @@ from pathlib import Path
 import pytest
 
 from specselect.assets import identity
-from specselect.assets.identity import (
-    FileHashCache,
-    content_hash,
-    directory_files,
-    hash_directory,
-    tokenizer_sha256,
-)
+from specselect.assets.identity import FileHashCache, content_hash, directory_files, hash_directory, tokenizer_sha256
 from specselect.assets.safetensors_meta import checkpoint_size, read_header, write_subset
 from specselect.assets.truncate import keep_first_layers
 from specselect.errors import EngineSetupError

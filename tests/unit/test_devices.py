@@ -13,7 +13,6 @@ import pytest
 from test_admission_gather import caps
 from tests.fakegpu import FakeGpu, FakeMig, fake_nvml
 
-from specselect.engines.capabilities import DeviceInfo, VllmCapabilities
 from specselect.engines.devices import (
     DeviceScan,
     device_findings,
@@ -27,6 +26,7 @@ from specselect.engines.devices import (
 from specselect.engines.probing import device_budget
 from specselect.measure.memory import PeakMemorySampler
 from specselect.plan import load_plan
+from specselect.records.capabilities import DeviceInfo, VllmCapabilities
 
 A100 = "GPU-5f3c9d2e-8a1b-4c7d-9e0f-112233445566"
 H100 = "GPU-77aa88bb-1111-2222-3333-444455556666"

@@ -25,7 +25,7 @@ from specselect.plan import Plan
 from specselect.records.measurement import CacheSaltPolicy, LoadShape, RequestRecord, ScenarioSpec, TokenLogprob
 from specselect.records.memory import PeakMemory
 from specselect.records.telemetry import SpecTelemetry
-from specselect.workloads.model import WorkloadIdentity
+from specselect.records.workloads import WorkloadIdentity
 
 ITEMS = ("a", "b", "c", "d")
 KEY = ScenarioKey("w", 1)

@@ -8,12 +8,12 @@ from typing import Any
 from specselect.artifacts.handoff.advice import CUTOFF_NOTE, concurrency_advice
 from specselect.artifacts.results import GroupResult, LaunchRecord
 from specselect.engines.base import Engine, EngineSetup
-from specselect.engines.capabilities import VllmCapabilities
 from specselect.engines.openai.engine import OpenAIEndpointEngine
 from specselect.engines.sglang.engine import SglangEngine
 from specselect.engines.vllm.controllers import KNOWN_CONTROLLERS
 from specselect.engines.vllm.engine import VllmEngine
 from specselect.evidence.sweeps import Crossover, SweepAnalysis
+from specselect.records.capabilities import VllmCapabilities
 
 
 def _group(k: int) -> GroupResult:

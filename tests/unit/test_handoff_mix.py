@@ -12,13 +12,13 @@ from specselect.artifacts.results import EvidenceFile
 from specselect.core.decision import Confidence, DecisionResult, SpeedupInterval, Thresholds
 from specselect.core.pairing import PairEvidence
 from specselect.core.status import Decision, EvidenceStatus
-from specselect.engines.base import ServeFlags
 from specselect.evidence.mix import MixPolicy
 from specselect.evidence.pipeline import EvidencePolicy, ScenarioEvidence
 from specselect.evidence.rounds.estimate import RoundEstimate
 from specselect.evidence.stats import BootstrapPolicy
 from specselect.plan.traffic import TrafficConfig
 from specselect.records.proposals import ScheduleRange
+from specselect.records.server import ServeFlags
 
 FLAGS = ServeFlags(engine_kind="vllm", engine_version="0.32.0+cpu", program=("python",), args=("--model", "m"))
 

@@ -21,7 +21,7 @@ from specselect.engines.vllm.telemetry import request_spec_metrics
 from specselect.errors import ConfigError
 from specselect.measure import run_load
 from specselect.records.measurement import Endpoint, ErrorKind, LoadShape, SamplingParams, ScenarioResult, ScenarioSpec
-from specselect.workloads.model import ChatMessage, WorkloadItem
+from specselect.records.workloads import ChatMessage, WorkloadItem
 
 
 @pytest.fixture(scope="module")

@@ -27,7 +27,7 @@ from tests.stubs.openai_stub import StubBehavior, StubServer, programmed
 from specselect.measure import e2e_ms, itl_ms, run_load, tpot_ms, ttft_ms
 from specselect.measure.hostload import HostLoadMeter
 from specselect.records.measurement import Endpoint, LoadShape, RequestRecord, ScenarioResult, ScenarioSpec
-from specselect.workloads.model import ChatMessage, WorkloadItem
+from specselect.records.workloads import ChatMessage, WorkloadItem
 
 pytestmark = pytest.mark.timing
 

@@ -10,7 +10,6 @@ from test_report_sample import build_run
 from specselect.artifacts.results import EvidenceFile, Handoff, HandoffMix, HandoffMixOption, HandoffSegment
 from specselect.artifacts.store import load_document
 from specselect.common.fileio import atomic_write_model
-from specselect.engines.base import ServeFlags
 from specselect.evidence.mix import MixCellShare, MixEstimate, MixPolicy
 from specselect.evidence.sweeps import (
     DerivedSchedule,
@@ -20,6 +19,7 @@ from specselect.evidence.sweeps import (
     ScheduleRow,
     SweepAnalysis,
 )
+from specselect.records.server import ServeFlags
 from specselect.report.data import load_report_data
 from specselect.report.html import render_html
 from specselect.report.markdown import render_markdown

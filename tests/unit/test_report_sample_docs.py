@@ -12,14 +12,14 @@ from specselect.artifacts.results import (
     HandoffScenario,
     PreflightFile,
 )
-from specselect.assets.refs import ResolvedModel
 from specselect.common.hostfacts import HostInfo
 from specselect.core.decision import Thresholds
 from specselect.core.gates import AdmissionInput, GateCheck, admit
 from specselect.core.status import Decision
 from specselect.evidence.pipeline import scenario_name
+from specselect.records.assets import ResolvedModel
 from specselect.records.measurement import SamplingParams
-from specselect.workloads.model import WorkloadIdentity
+from specselect.records.workloads import WorkloadIdentity
 
 SNAPSHOT = "a" * 64
 SAMPLING_KEY = SamplingParams(max_tokens=32).key

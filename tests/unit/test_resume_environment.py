@@ -13,8 +13,8 @@ from specselect.artifacts.layout import RunLayout
 from specselect.artifacts.results import Manifest, ManifestGroup, PreflightFile
 from specselect.common.fileio import atomic_write_text
 from specselect.core.status import RunStatus
-from specselect.engines.capabilities import DeviceInfo, VllmCapabilities
 from specselect.errors import ResultsError
+from specselect.records.capabilities import DeviceInfo, VllmCapabilities
 from specselect.runner.resume import changed_environment_warning, environment_changes, resumed_preflight
 
 

@@ -6,9 +6,10 @@ import time
 
 import pytest
 
-from specselect.engines.base import SanityResult, Session
+from specselect.engines.base import Session
 from specselect.errors import ServerCrashedError, ServerTimeoutError
 from specselect.records.measurement import ErrorKind, RequestRecord
+from specselect.records.server import SanityResult
 from specselect.runner import scenario as scenario_mod
 from specselect.runner.scenario import _check_alive_after, _check_some_succeeded
 

@@ -14,7 +14,7 @@ from specselect.artifacts.results import GroupResult
 from specselect.artifacts.store import load_document, load_records
 from specselect.artifacts.verify import verify_run
 from specselect.engines import create_engine
-from specselect.engines.base import SanityResult, Session
+from specselect.engines.base import Session
 from specselect.engines.openai.engine import AttachedServer, OpenAIEndpointEngine
 from specselect.engines.openai.foreign_traffic import EndpointTrafficGuard, idle_window, judge_traffic
 from specselect.engines.prometheus import MetricSample, MetricsSnapshot
@@ -22,6 +22,7 @@ from specselect.engines.vllm.telemetry import request_spec_metrics
 from specselect.evidence.pipeline import InMemoryRecords
 from specselect.plan import load_plan
 from specselect.records.measurement import ErrorKind, RequestRecord
+from specselect.records.server import SanityResult
 from specselect.records.telemetry import SpecDecodeCounters
 from specselect.runner.preflight import run_preflight
 from specselect.runner.progress import SilentProgress

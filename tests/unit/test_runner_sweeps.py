@@ -12,8 +12,8 @@ import pytest
 from specselect.artifacts.results import EvidenceFile, Handoff, Manifest
 from specselect.artifacts.store import load_document
 from specselect.artifacts.verify import verify_run
-from specselect.engines.base import SanityResult
 from specselect.engines.openai.engine import AttachedServer, OpenAIEndpointEngine
+from specselect.records.server import SanityResult
 from specselect.report.write import write_reports
 from specselect.runner.progress import SilentProgress
 from specselect.runner.run import RunOptions, run_plan

@@ -18,12 +18,10 @@ from specselect.assets.memory_estimate import (
     estimate_memory,
     sglang_default_mem_fraction,
 )
-from specselect.assets.refs import ResolvedModel
 from specselect.core.gates import AdmissionInput, GateCheck, admit
 from specselect.core.gates import GateCheck as Check
 from specselect.core.status import RunStatus
 from specselect.engines.base import EngineSetup, GroupContext, LaunchSpec, Proposal
-from specselect.engines.capabilities import DeviceInfo, EngineCapabilities, SglangCapabilities, VllmCapabilities
 from specselect.engines.settings import memory_flags
 from specselect.engines.sglang.engine import SglangEngine
 from specselect.engines.sglang.launch import build_sglang_argv
@@ -33,6 +31,8 @@ from specselect.engines.vllm.launch import build_vllm_argv
 from specselect.engines.vllm.specconfig import build_speculative_config
 from specselect.errors import ConfigError
 from specselect.plan import Candidate, EngineConfig, TargetConfig
+from specselect.records.assets import ResolvedModel
+from specselect.records.capabilities import DeviceInfo, EngineCapabilities, SglangCapabilities, VllmCapabilities
 
 PY = "/envs/engine/bin/python"
 GPU_MB = 81_920

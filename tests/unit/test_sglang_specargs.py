@@ -9,7 +9,6 @@ import pytest
 from specselect.core.gates import AdmissionInput, GateCheck, admit
 from specselect.core.status import RunStatus
 from specselect.engines.base import Proposal
-from specselect.engines.capabilities import DeviceInfo, SglangCapabilities
 from specselect.engines.sglang.gate import backend_gate
 from specselect.engines.sglang.specargs import (
     build_sglang_speculative_args,
@@ -18,6 +17,7 @@ from specselect.engines.sglang.specargs import (
     supported_methods,
 )
 from specselect.errors import ConfigError
+from specselect.records.capabilities import DeviceInfo, SglangCapabilities
 
 DRAFT = "/models/draft"
 TARGET = "/models/target"

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from specselect.errors import WorkloadError
-from specselect.workloads import ChatMessage, load_workload, reader
+from specselect.records.workloads import ChatMessage
+from specselect.workloads import load_workload, reader
 from specselect.workloads.loader import UNVERSIONED
 
 

@@ -12,15 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specselect.errors import WorkloadError
-from specselect.workloads import (
-    Workload,
-    WorkloadIdentity,
-    WorkloadItem,
-    canonical_bytes,
-    categories,
-    content_sha256,
-    load_workload,
-)
+from specselect.records.workloads import Workload, WorkloadIdentity, WorkloadItem
+from specselect.workloads import canonical_bytes, categories, content_sha256, load_workload
 
 ROWS: list[dict[str, Any]] = [
     {"id": "a", "category": "chat", "messages": [{"role": "user", "content": "Say hello to Zoë."}]},

@@ -17,11 +17,12 @@ from pydantic import BaseModel, ConfigDict
 
 from specselect.admission.capacity import CapacityTerms, capacity_check
 from specselect.admission.compat import check_compatibility
-from specselect.assets.refs import ResolvedModel, resolve_model
+from specselect.assets.refs import resolve_model
 from specselect.core.families import AssetKind, classify_family
 from specselect.core.gates import GATE_ORDER, AdmissionInput, FactValue, GateCheck
 from specselect.errors import EngineSetupError
 from specselect.plan import Candidate
+from specselect.records.assets import ResolvedModel
 
 __all__ = [
     "ADMISSION_OPTION_KEYS",

@@ -22,21 +22,22 @@ from specselect.artifacts.handoff.document import (
     HandoffSegment,
     HandoffTrack,
 )
-from specselect.assets.refs import ResolvedModel
 from specselect.common.hostfacts import HostInfo
 from specselect.core.gates import AdmissionInput, AdmissionResult
 from specselect.core.pairing import MemoryFigure
 from specselect.core.status import RunStatus
-from specselect.engines.base import ReleaseCheck, SanityResult, recorded_proposal_length
-from specselect.engines.capabilities import AnyCapabilities
+from specselect.engines.base import recorded_proposal_length
 from specselect.evidence.pipeline import Evidence
 from specselect.evidence.sweeps import DerivedSchedule, DurationEstimate
+from specselect.records.assets import ResolvedModel
+from specselect.records.capabilities import AnyCapabilities
 from specselect.records.endpoints import EndpointProbe, TrafficCheck
 from specselect.records.host import HostLoad
 from specselect.records.measurement import ScenarioSummary
 from specselect.records.memory import PeakMemory
+from specselect.records.server import ReleaseCheck, SanityResult
 from specselect.records.telemetry import SpecTelemetry
-from specselect.workloads.model import WorkloadIdentity
+from specselect.records.workloads import WorkloadIdentity
 
 __all__ = [
     "RESULTS_SCHEMA_VERSION",

@@ -36,12 +36,13 @@ from specselect.assets.marker import (
 )
 from specselect.assets.packages import asset_package_dir, ensure_asset_package
 from specselect.assets.qwen_parts import QWEN_CODER_0_5B_GGUF, QWEN_CODER_1_5B_GGUF
-from specselect.assets.refs import BUILTIN_PREFIX, ResolvedModel, hash_cache_dir
+from specselect.assets.refs import BUILTIN_PREFIX, hash_cache_dir
 from specselect.assets.specs import BuiltinModel
 from specselect.assets.truncate import keep_first_layers
 from specselect.common.home import default_home
 from specselect.common.pyenv import file_lock
 from specselect.errors import EngineSetupError
+from specselect.records.assets import ResolvedModel
 
 __all__ = [
     "BUILTIN_MODELS",

@@ -29,11 +29,12 @@ from specselect.assets.gguf import ConverterReport, run_converter
 from specselect.assets.identity import FileHashCache
 from specselect.assets.marker import finalize, fresh_tmp, needs_env, not_present, read_complete, resolved
 from specselect.assets.packages import install_packages
-from specselect.assets.refs import BUILTIN_PREFIX, ResolvedModel, hash_cache_dir
+from specselect.assets.refs import BUILTIN_PREFIX, hash_cache_dir
 from specselect.assets.resources import format_gb, require_free_disk, require_memory
 from specselect.assets.specs import BuiltinModel, ChunkedGguf, Licences
 from specselect.common.home import default_home
 from specselect.common.pyenv import file_lock
+from specselect.records.assets import ResolvedModel
 
 __all__ = [
     "DROPPED_CONFIG_KEYS",

@@ -30,7 +30,7 @@ SCHEMAS: Mapping[str, SchemaEntry] = MappingProxyType(
     {
         "plan": SchemaEntry(model="specselect.plan:Plan", description="a plan file (TOML), schema_version 1"),
         "workload-item": SchemaEntry(
-            model="specselect.workloads.model:WorkloadItem", description="one line of a workload file (JSON Lines)"
+            model="specselect.records.workloads:WorkloadItem", description="one line of a workload file (JSON Lines)"
         ),
         "manifest": SchemaEntry(
             model="specselect.artifacts.results:Manifest", description="results/<label>/manifest.json"

@@ -23,8 +23,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal, NamedTuple
 
 from specselect.engines.base import Finding
-from specselect.engines.capabilities import DeviceInfo, EngineCapabilities
 from specselect.plan import Plan
+from specselect.records.capabilities import DeviceInfo, EngineCapabilities
 
 __all__ = [
     "VISIBLE_VAR",

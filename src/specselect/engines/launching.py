@@ -16,7 +16,6 @@ from typing import Any, Protocol
 from packaging.version import InvalidVersion, Version
 
 from specselect.admission.gather import Gathered
-from specselect.assets.refs import ResolvedModel
 from specselect.common.secrets import REDACTED, is_secret_name
 from specselect.core.gates import FactValue, GateCheck
 from specselect.engines.base import (
@@ -25,20 +24,19 @@ from specselect.engines.base import (
     GroupContext,
     GroupIdentity,
     LaunchSpec,
-    ReleaseCheck,
     RunningServer,
-    SanityResult,
-    ServeFlags,
     ServeOptions,
     Session,
 )
-from specselect.engines.capabilities import DeviceInfo, EngineCapabilities
 from specselect.engines.devices import device_findings, group_visible
 from specselect.engines.http import port_is_free
 from specselect.engines.prometheus import MetricsSnapshot
 from specselect.engines.server import ServerProcess
 from specselect.errors import ConfigError
 from specselect.plan import Candidate, Plan
+from specselect.records.assets import ResolvedModel
+from specselect.records.capabilities import DeviceInfo, EngineCapabilities
+from specselect.records.server import ReleaseCheck, SanityResult, ServeFlags
 from specselect.records.telemetry import RequestSpecMetrics, SpecDecodeCounters
 
 __all__ = [

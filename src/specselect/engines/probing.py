@@ -25,9 +25,9 @@ import psutil
 
 from specselect.common.fileio import atomic_write_json
 from specselect.common.pyenv import script_command
-from specselect.engines.capabilities import DeviceInfo
 from specselect.engines.devices import DeviceScan, scan_devices, visible_devices, visible_setting
 from specselect.errors import ArtifactError, EngineSetupError
+from specselect.records.capabilities import DeviceInfo
 
 __all__ = [
     "HOST_RESERVE_MB",

@@ -31,10 +31,11 @@ import psutil
 
 from specselect.common.fileio import atomic_write_bytes
 from specselect.common.secrets import redact_argv, redact_text, secret_values
-from specselect.engines.base import ReleaseCheck, RunningServer
+from specselect.engines.base import RunningServer
 from specselect.engines.http import local_request, pick_free_port, port_is_free, url_host
 from specselect.engines.serverrecords import ServerRecord, identify, record_path, write_record
 from specselect.errors import ArtifactError, ServerCrashedError, ServerStartError, ServerTimeoutError
+from specselect.records.server import ReleaseCheck
 
 __all__ = ["ServerOptions", "ServerProcess", "cache_env", "cache_root", "read_log_tail"]
 

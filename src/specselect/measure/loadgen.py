@@ -17,7 +17,7 @@ from specselect.measure.requestplan import arrival_offsets, plan_requests
 from specselect.measure.stream import build_record
 from specselect.records.measurement import Endpoint, ErrorKind, LoadShape, ScenarioResult, ScenarioSpec
 from specselect.records.telemetry import SpecMetricsReader
-from specselect.workloads.model import WorkloadItem
+from specselect.records.workloads import WorkloadItem
 
 __all__ = ["ProgressFn", "run_load"]
 

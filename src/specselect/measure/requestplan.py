@@ -17,7 +17,7 @@ import numpy as np
 
 from specselect.errors import ConfigError
 from specselect.records.measurement import CacheSaltPolicy, Endpoint, SamplingParams, ScenarioSpec
-from specselect.workloads.model import WorkloadItem
+from specselect.records.workloads import WorkloadItem
 
 __all__ = [
     "PlannedRequest",

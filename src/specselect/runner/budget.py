@@ -12,7 +12,7 @@ from specselect.core.status import RunStatus
 from specselect.evidence.pipeline import scenario_name
 from specselect.evidence.sweeps import DurationEstimate, ScenarioLoad, estimate_duration
 from specselect.plan import LoadedPlan
-from specselect.workloads.model import Workload
+from specselect.records.workloads import Workload
 
 __all__ = ["is_sweep", "remaining_budget", "round_seconds", "round_that_does_not_fit"]
 

@@ -11,9 +11,7 @@ from typing import Any
 from specselect.admission import Admissions
 from specselect.artifacts.handoff.build import HandoffInputs, build_handoff
 from specselect.artifacts.results import EvidenceFile, GroupResult, Handoff
-from specselect.assets.refs import ResolvedModel
 from specselect.core.decision import Thresholds
-from specselect.engines.base import ServeFlags
 from specselect.engines.devices import group_budget_mb
 from specselect.evidence.pipeline import Evidence, EvidenceSettings, ScenarioKey, analyze_sweeps, build_evidence
 from specselect.evidence.prediction import ProposerCost
@@ -21,7 +19,9 @@ from specselect.evidence.rounds.design import LookSchedule
 from specselect.evidence.stats import BootstrapPolicy
 from specselect.evidence.sweeps import capped_schedule, cutoff_schedule
 from specselect.plan import LoadedPlan, Plan
+from specselect.records.assets import ResolvedModel
 from specselect.records.proposals import ScheduleRange
+from specselect.records.server import ServeFlags
 from specselect.runner.context import RunContext
 from specselect.runner.paritypass import distribution_test, parity_policy
 from specselect.runner.schedule_candidate import schedule_comparisons

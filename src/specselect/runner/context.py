@@ -8,13 +8,13 @@ from dataclasses import dataclass, field
 
 from specselect.admission.gather import Gathered
 from specselect.artifacts.layout import RunLayout
-from specselect.assets.refs import ResolvedModel
 from specselect.engines import Engine, EngineSetup, GroupContext
 from specselect.evidence.pipeline import InMemoryRecords
 from specselect.evidence.prediction import ProposerCost
 from specselect.plan import Candidate, LoadedPlan
+from specselect.records.assets import ResolvedModel
+from specselect.records.workloads import Workload
 from specselect.runner.progress import Progress
-from specselect.workloads.model import Workload
 
 __all__ = ["RunContext", "group_context"]
 

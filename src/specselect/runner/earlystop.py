@@ -12,7 +12,7 @@ from specselect.evidence.rounds.estimate import pair_estimate
 from specselect.evidence.samples import samples_from_records
 from specselect.evidence.stats import BootstrapPolicy
 from specselect.evidence.sweeps import SweepPoint, early_stop_reason
-from specselect.workloads.model import Workload
+from specselect.records.workloads import Workload
 
 __all__ = ["early_stop_check", "skipped_run"]
 

@@ -23,11 +23,10 @@ from specselect.artifacts.results import (
     ScenarioRun,
     ServerLife,
 )
-from specselect.assets.refs import ResolvedModel
 from specselect.core.gates import AdmissionResult
 from specselect.core.status import RunStatus
 from specselect.engines import GroupContext, ServeOptions, Session
-from specselect.engines.base import ReleaseCheck, RunningServer, SanityResult, ServingHandle
+from specselect.engines.base import RunningServer, ServingHandle
 from specselect.errors import (
     ConfigError,
     EngineError,
@@ -40,10 +39,12 @@ from specselect.evidence.pipeline import parity_scenario, scenario_name
 from specselect.evidence.stats import BootstrapPolicy
 from specselect.evidence.sweeps import DerivedSchedule
 from specselect.plan import BASELINE_FAMILY, BASELINE_GROUP, Candidate, RunConfig, TargetConfig
+from specselect.records.assets import ResolvedModel
+from specselect.records.server import ReleaseCheck, SanityResult
+from specselect.records.workloads import Workload, WorkloadItem
 from specselect.runner.context import RunContext
 from specselect.runner.earlystop import early_stop_check, skipped_run
 from specselect.runner.scenario import Measuring, divergent_items, measure_scenario, run_parity_pass
-from specselect.workloads.model import Workload, WorkloadItem
 
 __all__ = ["GroupInterrupted", "GroupJob", "ParityMode", "launch_label", "launch_record", "relaunch_group", "run_group"]
 

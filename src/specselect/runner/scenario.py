@@ -35,8 +35,8 @@ from specselect.records.measurement import (
 )
 from specselect.records.memory import PeakMemory
 from specselect.records.telemetry import SpecTelemetry, build_spec_telemetry, summarize_per_request
+from specselect.records.workloads import Workload, WorkloadItem
 from specselect.runner.progress import Progress
-from specselect.workloads.model import Workload, WorkloadItem
 
 __all__ = [
     "PARITY_LOGPROBS",

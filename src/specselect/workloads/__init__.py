@@ -4,26 +4,12 @@ and validated user files (JSON Lines / ShareGPT), whole or as seeded samples, wi
 from specselect.workloads.builtin import builtin_workload_names
 from specselect.workloads.canonical import canonical_bytes, content_sha256
 from specselect.workloads.loader import categories, load_workload
-from specselect.workloads.model import (
-    ChatMessage,
-    DatasetSource,
-    Workload,
-    WorkloadIdentity,
-    WorkloadItem,
-    WorkloadSelection,
-)
 from specselect.workloads.reader import WorkloadHeader
 from specselect.workloads.sample import WorkloadSample
 
 __all__ = [
-    "ChatMessage",
-    "DatasetSource",
-    "Workload",
     "WorkloadHeader",
-    "WorkloadIdentity",
-    "WorkloadItem",
     "WorkloadSample",
-    "WorkloadSelection",
     "builtin_workload_names",
     "canonical_bytes",
     "categories",

@@ -19,10 +19,10 @@ from importlib import resources
 from pathlib import Path
 
 from specselect.errors import WorkloadError
+from specselect.records.workloads import Workload, WorkloadIdentity, WorkloadItem
 from specselect.workloads.canonical import content_sha256
 from specselect.workloads.dataset_files import dataset_label, load_dataset
 from specselect.workloads.datasets import DATASETS, dataset_names
-from specselect.workloads.model import Workload, WorkloadIdentity, WorkloadItem
 from specselect.workloads.reader import WorkloadHeader, parse_workload_bytes
 from specselect.workloads.sample import select_all
 

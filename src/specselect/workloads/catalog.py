@@ -10,10 +10,10 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from specselect.errors import SpecselectError
+from specselect.records.workloads import DatasetSource
 from specselect.workloads.builtin import BUILTIN_PREFIX, WRITTEN_NAMES, load_builtin, written_description
 from specselect.workloads.dataset_files import extracted_path, load_dataset
 from specselect.workloads.datasets import DATASETS, DatasetSpec
-from specselect.workloads.model import DatasetSource
 
 __all__ = ["BuiltinEntry", "builtin_catalog", "catalog_lines", "entry_details"]
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 from specselect.errors import WorkloadError
-from specselect.workloads.model import WorkloadItem
+from specselect.records.workloads import WorkloadItem
 from specselect.workloads.reader import problems_error
 from specselect.workloads.records import validate_record
 

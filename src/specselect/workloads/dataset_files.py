@@ -14,9 +14,9 @@ from pathlib import Path
 
 from specselect.common.home import default_home
 from specselect.errors import EngineSetupError, SpecselectError, WorkloadError
+from specselect.records.workloads import Workload, WorkloadIdentity, WorkloadItem
 from specselect.workloads.canonical import content_sha256
 from specselect.workloads.datasets import DatasetSpec
-from specselect.workloads.model import Workload, WorkloadIdentity, WorkloadItem
 from specselect.workloads.reader import HEADER_KEY, WorkloadHeader, parse_workload_bytes
 from specselect.workloads.sample import select_all
 

@@ -18,9 +18,9 @@ from typing import BinaryIO
 
 from specselect.common.fileio import sha256_file
 from specselect.errors import EngineSetupError
+from specselect.records.workloads import DatasetSource, WorkloadItem
 from specselect.workloads import convert
 from specselect.workloads.canonical import content_sha256
-from specselect.workloads.model import DatasetSource, WorkloadItem
 
 __all__ = ["DATASETS", "DatasetSpec", "convert_source", "dataset_names"]
 

@@ -6,9 +6,9 @@ import re
 from pathlib import Path
 
 from specselect.errors import WorkloadError
+from specselect.records.workloads import Workload, WorkloadIdentity
 from specselect.workloads.builtin import BUILTIN_PREFIX, builtin_workload_names, load_builtin
 from specselect.workloads.canonical import content_sha256
-from specselect.workloads.model import Workload, WorkloadIdentity
 from specselect.workloads.reader import read_workload_file
 from specselect.workloads.sample import WorkloadSample, sample_workload, select_all
 

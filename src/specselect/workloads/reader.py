@@ -17,8 +17,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from specselect.errors import WorkloadError
+from specselect.records.workloads import DatasetSource, WorkloadItem
 from specselect.workloads.canonical import content_sha256
-from specselect.workloads.model import DatasetSource, WorkloadItem
 from specselect.workloads.records import Problem, validate_record
 
 __all__ = [

@@ -15,8 +15,8 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, Strict
 
 from specselect.errors import WorkloadError
+from specselect.records.workloads import Workload, WorkloadItem, WorkloadSelection
 from specselect.workloads.canonical import content_sha256
-from specselect.workloads.model import Workload, WorkloadItem, WorkloadSelection
 
 __all__ = [
     "MAX_SAMPLE_ITEMS",

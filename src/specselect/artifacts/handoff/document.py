@@ -8,10 +8,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from specselect.artifacts.docbase import ResultsDocument
-from specselect.engines.base import ServeFlags
 from specselect.evidence.acceptance import AcceptanceSpread
 from specselect.evidence.mix import MixEstimate
 from specselect.evidence.sweeps import DerivedSchedule
+from specselect.records.server import ServeFlags
 
 __all__ = [
     "Handoff",

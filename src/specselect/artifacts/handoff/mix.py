@@ -18,11 +18,11 @@ from specselect.artifacts.results import (
     HandoffSegment,
 )
 from specselect.core.status import Decision, EvidenceStatus
-from specselect.engines.base import ServeFlags
 from specselect.evidence.mix import MIX_RULE, CellSpeedup, MixCell, MixEstimate, MixPolicy, mix_speedup
 from specselect.evidence.pipeline.result import ScenarioEvidence
 from specselect.plan.traffic import TrafficConfig
 from specselect.records.proposals import ScheduleRange
+from specselect.records.server import ServeFlags
 
 __all__ = ["MIX_ADVICE_RULE", "NO_TRAFFIC_NOTE", "MixInputs", "ServeWith", "mix_advice"]
 

@@ -17,7 +17,6 @@ from typing import Any, Protocol, cast
 from specselect.admission.capacity import CapacityTerms
 from specselect.admission.gather import Gathered, Resolving, disabled, gather_admission
 from specselect.assets.memory_estimate import MemoryTerms, sglang_default_mem_fraction
-from specselect.assets.refs import ResolvedModel
 from specselect.common.fileio import atomic_write_bytes
 from specselect.common.secrets import REDACTED, write_private_file
 from specselect.engines.base import (
@@ -28,13 +27,9 @@ from specselect.engines.base import (
     LaunchSpec,
     ProgressFn,
     Proposal,
-    ReleaseCheck,
     RunningServer,
-    SanityResult,
-    ServeFlags,
     ServeOptions,
 )
-from specselect.engines.capabilities import SglangCapabilities
 from specselect.engines.devices import group_budget_mb, visible_setting
 from specselect.engines.http import sanity_check, server_api_key, server_get
 from specselect.engines.launchargs import launch_api_key, python_or_command, server_options
@@ -66,7 +61,10 @@ from specselect.engines.sglang.telemetry import (
 )
 from specselect.errors import ArtifactError, ConfigError, EngineSetupError, ProtocolError
 from specselect.plan import EngineConfig, Plan
+from specselect.records.assets import ResolvedModel
+from specselect.records.capabilities import SglangCapabilities
 from specselect.records.proposals import ScheduleRange
+from specselect.records.server import ReleaseCheck, SanityResult, ServeFlags
 from specselect.records.telemetry import RequestSpecMetrics, SpecDecodeCounters, SpecTelemetry
 
 __all__ = ["SERVER_INFO_PATHS", "SglangEngine"]

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from specselect.core.families import classify_family
 from specselect.core.gates import FactValue, GateCheck
-from specselect.engines.capabilities import EngineCapabilities, VllmCapabilities
 from specselect.engines.launching import controller_check, min_version_check
 from specselect.engines.vllm.specconfig import option_problem
 from specselect.plan import Candidate
+from specselect.records.capabilities import EngineCapabilities, VllmCapabilities
 
 __all__ = ["ARCTIC_INFERENCE_REQUIREMENT", "backend_gate", "engine_config_keys", "options_gate", "vllm_method"]
 

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Literal
 
 from specselect.common.home import default_home
-from specselect.engines.capabilities import VllmCapabilities
 from specselect.engines.devices import scan_devices
 from specselect.engines.probing import (
     HOST_RESERVE_MB,
@@ -36,6 +35,7 @@ from specselect.engines.probing import (
 from specselect.engines.vllm.controllers import found_controllers
 from specselect.engines.vllm.envsetup import EngineEnv
 from specselect.engines.vllm.specconfig import FALLBACK_CONFIG_KEYS
+from specselect.records.capabilities import VllmCapabilities
 
 __all__ = [
     "HOST_RESERVE_MB",

@@ -17,7 +17,7 @@ from specselect.records.endpoints import TrafficCheck
 from specselect.records.host import HostLoad
 from specselect.records.measurement import RequestRecord, ScenarioSummary
 from specselect.records.telemetry import SpecTelemetry
-from specselect.workloads.model import WorkloadIdentity
+from specselect.records.workloads import WorkloadIdentity
 
 __all__ = [
     "BASELINE_GROUP",
