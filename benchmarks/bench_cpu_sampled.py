@@ -27,7 +27,7 @@ from pathlib import Path
 
 from _common import Report, RunClock, TargetCheck, add_results_arguments, machine_description, publish, server_lock
 from bench_selection_cost import Timed, plan_line
-from specselect.evidence.pipeline import ScenarioEvidence
+from specselect.records.evidence.result import ScenarioEvidence
 from specselect.report.console import fmt_interval
 from specselect.report.data import ReportData, load_report_data
 

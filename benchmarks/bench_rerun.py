@@ -42,8 +42,8 @@ from _common import (
     server_lock,
 )
 from bench_selection_cost import CONTROL_HEADERS, control_rows, plan_line
-from specselect.evidence.pipeline import ScenarioEvidence
-from specselect.evidence.rounds.estimate import RoundEstimate
+from specselect.records.evidence.result import ScenarioEvidence
+from specselect.records.evidence.rounds import RoundEstimate
 from specselect.report.data import ReportData, load_report_data
 
 TITLE = "Rerun agreement: the same plan twice, back to back"

@@ -51,7 +51,7 @@ from _common import (
 )
 from specselect.artifacts.results import GroupResult, ServerLife
 from specselect.core.status import RunStatus
-from specselect.evidence.pipeline import ScenarioEvidence
+from specselect.records.evidence.result import ScenarioEvidence
 from specselect.report.data import ReportData, load_report_data
 
 TARGET_S = 600.0

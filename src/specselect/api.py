@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, TypedDict, Unpack
 from specselect.artifacts.store import RunDocuments, load_run
 from specselect.common.home import default_home
 from specselect.errors import MissingDependencyError
-from specselect.evidence.pipeline import ScenarioEvidence
 from specselect.plan import LoadedPlan
+from specselect.records.evidence.result import ScenarioEvidence
 from specselect.report import write_reports
 from specselect.runner.check import CheckOptions, CheckOutcome, run_check
 from specselect.runner.preflight import validate_plan

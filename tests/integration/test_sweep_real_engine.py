@@ -23,8 +23,8 @@ from specselect.artifacts.layout import RunLayout
 from specselect.artifacts.results import EvidenceFile, GroupResult, Handoff, Manifest
 from specselect.artifacts.store import load_document
 from specselect.artifacts.verify import verify_run
-from specselect.evidence.sweeps import SweepAnalysis
 from specselect.plan.loader import builtin_plan_text
+from specselect.records.evidence.sweeps import SweepAnalysis
 
 pytestmark = pytest.mark.integration
 

@@ -14,7 +14,7 @@ import pytest
 from test_report_sample import build_run
 
 from specselect.core.status import Decision
-from specselect.evidence.rounds.estimate import RoundEstimate
+from specselect.records.evidence.rounds import RoundEstimate
 from specselect.report.data import ReportData, load_report_data
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks"

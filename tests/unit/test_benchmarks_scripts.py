@@ -18,8 +18,8 @@ from test_report_sample import build_run
 
 from specselect.artifacts.results import GroupLaunch
 from specselect.core.status import RunStatus
-from specselect.evidence.rounds.estimate import RoundEstimate
 from specselect.measure import plan_requests
+from specselect.records.evidence.rounds import RoundEstimate
 from specselect.records.measurement import CacheSaltPolicy, Endpoint, SamplingParams, ScenarioSpec
 from specselect.records.server import ReleaseCheck
 from specselect.report.data import load_report_data

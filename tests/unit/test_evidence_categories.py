@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from specselect.evidence.categories import UNCATEGORIZED, acceptance_summary, category_breakdown
+from specselect.evidence.categories import acceptance_summary, category_breakdown
 from specselect.evidence.samples import RequestPair, RequestSample
-from specselect.evidence.stats import BootstrapPolicy
+from specselect.records.evidence.categories import UNCATEGORIZED
+from specselect.records.evidence.stats import BootstrapPolicy
 from specselect.records.telemetry import RequestSpecMetrics
 
 POLICY = BootstrapPolicy(n_resamples=300)

@@ -10,18 +10,12 @@ from specselect.artifacts.handoff.build import HandoffInputs, build_handoff
 from specselect.artifacts.results import EvidenceFile, GroupLaunch, GroupResult, ScenarioRun
 from specselect.core.decision import Thresholds
 from specselect.core.status import RunStatus
-from specselect.evidence.pipeline import (
-    TRACK_RULE,
-    EvidenceSettings,
-    InMemoryRecords,
-    ParityPassPolicy,
-    ScenarioKey,
-    build_evidence,
-)
-from specselect.evidence.sampled_parity import SampledParityPolicy
-from specselect.evidence.stats import BootstrapPolicy
+from specselect.evidence.pipeline import TRACK_RULE, EvidenceSettings, InMemoryRecords, ScenarioKey, build_evidence
 from specselect.measure.metrics import summarize
 from specselect.plan import Plan
+from specselect.records.evidence.result import ParityPassPolicy
+from specselect.records.evidence.sampled_parity import SampledParityPolicy
+from specselect.records.evidence.stats import BootstrapPolicy
 from specselect.records.measurement import CacheSaltPolicy, LoadShape, RequestRecord, ScenarioSpec, TokenLogprob
 from specselect.records.memory import PeakMemory
 from specselect.records.telemetry import SpecTelemetry

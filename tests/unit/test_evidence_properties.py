@@ -9,11 +9,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from specselect.evidence.categories import category_breakdown
-from specselect.evidence.parity import Output, ParityVerdict, compare_tokens, quality_ok_from_verdict, scenario_parity
-from specselect.evidence.prediction import ProposerCost, VerifyCostModel, predict_speedup
+from specselect.evidence.parity import Output, compare_tokens, quality_ok_from_verdict, scenario_parity
+from specselect.evidence.prediction import predict_speedup
 from specselect.evidence.rounds.estimate import pair_estimate
 from specselect.evidence.samples import RequestKey, RequestPair, RequestSample
-from specselect.evidence.stats import BootstrapPolicy, RatioEstimate, paired_stats
+from specselect.evidence.stats import paired_stats
+from specselect.records.evidence.parity import ParityVerdict
+from specselect.records.evidence.prediction import ProposerCost, VerifyCostModel
+from specselect.records.evidence.stats import BootstrapPolicy, RatioEstimate
 from specselect.records.telemetry import RequestSpecMetrics
 
 POLICY = BootstrapPolicy(n_resamples=100, min_clusters=2)

@@ -12,8 +12,8 @@ from specselect.engines.openai.engine import OpenAIEndpointEngine
 from specselect.engines.sglang.engine import SglangEngine
 from specselect.engines.vllm.controllers import KNOWN_CONTROLLERS
 from specselect.engines.vllm.engine import VllmEngine
-from specselect.evidence.sweeps import Crossover, SweepAnalysis
 from specselect.records.capabilities import VllmCapabilities
+from specselect.records.evidence.sweeps import Crossover, SweepAnalysis
 
 
 def _group(k: int) -> GroupResult:

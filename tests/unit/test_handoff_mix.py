@@ -12,11 +12,11 @@ from specselect.artifacts.results import EvidenceFile
 from specselect.core.decision import Confidence, DecisionResult, SpeedupInterval, Thresholds
 from specselect.core.pairing import PairEvidence
 from specselect.core.status import Decision, EvidenceStatus
-from specselect.evidence.mix import MixPolicy
-from specselect.evidence.pipeline import EvidencePolicy, ScenarioEvidence
-from specselect.evidence.rounds.estimate import RoundEstimate
-from specselect.evidence.stats import BootstrapPolicy
 from specselect.plan.traffic import TrafficConfig
+from specselect.records.evidence.mix import MixPolicy
+from specselect.records.evidence.result import EvidencePolicy, ScenarioEvidence
+from specselect.records.evidence.rounds import RoundEstimate
+from specselect.records.evidence.stats import BootstrapPolicy
 from specselect.records.proposals import ScheduleRange
 from specselect.records.server import ServeFlags
 

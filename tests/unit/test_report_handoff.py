@@ -10,8 +10,8 @@ from test_report_sample import build_run
 from specselect.artifacts.results import EvidenceFile, Handoff, HandoffMix, HandoffMixOption, HandoffSegment
 from specselect.artifacts.store import load_document
 from specselect.common.fileio import atomic_write_model
-from specselect.evidence.mix import MixCellShare, MixEstimate, MixPolicy
-from specselect.evidence.sweeps import (
+from specselect.records.evidence.mix import MixCellShare, MixEstimate, MixPolicy
+from specselect.records.evidence.sweeps import (
     DerivedSchedule,
     ScheduleCell,
     ScheduleComparison,

@@ -29,11 +29,13 @@ from specselect.core.decision import SpeedupInterval, decide, summarize_verdict
 from specselect.core.pairing import SideMetrics, build_pair_evidence
 from specselect.core.status import RunStatus
 from specselect.evidence.parity import scenario_parity
-from specselect.evidence.pipeline import EvidencePolicy, ScenarioEvidence, scenario_name
-from specselect.evidence.prediction import SpeedupPrediction
-from specselect.evidence.stats import BootstrapPolicy, RatioEstimate
-from specselect.evidence.sweeps import LengthSweep, SweepAnalysis, SweepPoint, choose_length
+from specselect.evidence.pipeline import scenario_name
+from specselect.evidence.sweeps import SweepPoint, choose_length
 from specselect.measure.metrics import summarize
+from specselect.records.evidence.prediction import SpeedupPrediction
+from specselect.records.evidence.result import EvidencePolicy, ScenarioEvidence
+from specselect.records.evidence.stats import BootstrapPolicy, RatioEstimate
+from specselect.records.evidence.sweeps import LengthSweep, SweepAnalysis
 from specselect.records.measurement import CacheSaltPolicy, LoadShape, RequestRecord, SamplingParams, ScenarioSpec
 from specselect.records.memory import PeakMemory
 from specselect.records.telemetry import SpecTelemetry

@@ -13,8 +13,9 @@ from test_report_sample import build_run
 
 from specselect.evidence.categories import category_breakdown
 from specselect.evidence.samples import RequestPair, RequestSample
-from specselect.evidence.segments import SegmentPolicy, input_length_segments
-from specselect.evidence.stats import BootstrapPolicy
+from specselect.evidence.segments import input_length_segments
+from specselect.records.evidence.segments import SegmentPolicy
+from specselect.records.evidence.stats import BootstrapPolicy
 from specselect.records.telemetry import RequestSpecMetrics
 from specselect.report.data import ReportData, load_report_data
 from specselect.report.html import render_html

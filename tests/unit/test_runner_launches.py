@@ -25,8 +25,8 @@ from specselect.artifacts.verify import verify_run
 from specselect.engines.sglang import engine as sglang_engine_module
 from specselect.engines.sglang.engine import SglangEngine
 from specselect.errors import InterruptedRun
-from specselect.evidence.pipeline import Evidence
-from specselect.evidence.sweeps.batch_schedule import DerivedSchedule
+from specselect.records.evidence.result import Evidence
+from specselect.records.evidence.sweeps import DerivedSchedule
 from specselect.runner import run as run_module
 from specselect.runner import schedule_candidate as schedule_module
 from specselect.runner.conclusion import look

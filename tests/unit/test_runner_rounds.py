@@ -7,9 +7,8 @@ from collections.abc import Sequence
 
 from specselect.artifacts.results import GroupLaunch, GroupResult
 from specselect.core.status import RunStatus
-from specselect.evidence.rounds.design import LookSchedule
-from specselect.evidence.rounds.looks import RoundsPlan
 from specselect.plan import Plan
+from specselect.records.evidence.rounds import LookSchedule, RoundsPlan
 from specselect.runner.progress import SilentProgress
 from specselect.runner.rounds import RoundLoop, first_round_order
 

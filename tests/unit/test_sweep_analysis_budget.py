@@ -9,17 +9,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from specselect.evidence import (
-    DurationEstimate,
-    Goodput,
-    ScenarioLoad,
-    SweepPoint,
-    early_stop_reason,
-    estimate_duration,
-    goodput,
-)
+from specselect.evidence import ScenarioLoad, SweepPoint, early_stop_reason, estimate_duration, goodput
 from specselect.evidence.samples import RequestSample, pair_requests
-from specselect.evidence.stats import BootstrapPolicy, paired_stats
+from specselect.evidence.stats import paired_stats
+from specselect.records.evidence.stats import BootstrapPolicy
+from specselect.records.evidence.sweeps import DurationEstimate, Goodput
 from specselect.records.telemetry import RequestSpecMetrics
 
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specselect.evidence import LengthChoice, SweepPoint, choose_length
+from specselect.evidence import SweepPoint, choose_length
 from specselect.evidence.samples import RequestSample, pair_requests
-from specselect.evidence.stats import BootstrapPolicy, paired_stats
+from specselect.evidence.stats import paired_stats
+from specselect.records.evidence.stats import BootstrapPolicy
+from specselect.records.evidence.sweeps import LengthChoice
 
 POLICY = BootstrapPolicy(n_resamples=1000, seed=3)
 

@@ -27,11 +27,11 @@ from specselect.core.gates import AdmissionInput, AdmissionResult
 from specselect.core.pairing import MemoryFigure
 from specselect.core.status import RunStatus
 from specselect.engines.base import recorded_proposal_length
-from specselect.evidence.pipeline import Evidence
-from specselect.evidence.sweeps import DerivedSchedule, DurationEstimate
 from specselect.records.assets import ResolvedModel
 from specselect.records.capabilities import AnyCapabilities
 from specselect.records.endpoints import EndpointProbe, TrafficCheck
+from specselect.records.evidence.result import Evidence
+from specselect.records.evidence.sweeps import DerivedSchedule, DurationEstimate
 from specselect.records.host import HostLoad
 from specselect.records.measurement import ScenarioSummary
 from specselect.records.memory import PeakMemory

@@ -33,10 +33,9 @@ from specselect.core.pairing import PairEvidence, SideMetrics, build_pair_eviden
 from specselect.core.status import Decision
 from specselect.evidence.pipeline.launches import SideLaunches
 from specselect.evidence.pipeline.rounds import PairEstimates, PairRounds, analyse_look, decide_pair
-from specselect.evidence.rounds.design import LookSchedule
-from specselect.evidence.rounds.estimate import Estimand
-from specselect.evidence.rounds.looks import PairLook, deciding_look, look_points, pair_state, plan_rounds
+from specselect.evidence.rounds.looks import deciding_look, look_points, pair_state, plan_rounds
 from specselect.evidence.samples import RequestSample
+from specselect.records.evidence.rounds import Estimand, LookSchedule, PairLook
 
 __all__ = ["CalibrationCase", "CaseResult", "NoiseModel", "simulate_case"]
 

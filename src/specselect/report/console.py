@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from specselect.artifacts.results import AdmissionFile, EvidenceFile, GroupResult
-from specselect.evidence.pipeline import ScenarioEvidence
+from specselect.records.evidence.result import ScenarioEvidence
 
 __all__ = [
     "DECISION_COLUMNS",

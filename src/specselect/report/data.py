@@ -17,8 +17,8 @@ from specselect.artifacts.results import (
 )
 from specselect.artifacts.store import RunDocuments, load_records, load_run
 from specselect.errors import ResultsError
-from specselect.evidence.pipeline import ScenarioEvidence
 from specselect.measure.metrics import e2e_ms, tpot_ms, ttft_ms
+from specselect.records.evidence.result import ScenarioEvidence
 from specselect.report.trust import trust_lines
 
 __all__ = ["LatencySamples", "ReportData", "load_report_data"]

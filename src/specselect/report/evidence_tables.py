@@ -4,7 +4,7 @@ for the HTML and the Markdown report)."""
 
 from __future__ import annotations
 
-from specselect.evidence.pipeline import ScenarioEvidence
+from specselect.records.evidence.result import ScenarioEvidence
 from specselect.report.console import fmt_interval, fmt_ratio, fmt_workload
 from specselect.report.data import ReportData
 from specselect.report.tables import TableSpec

@@ -18,7 +18,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from specselect.artifacts.results import GroupResult
-from specselect.evidence.pipeline import ScenarioEvidence, scenario_name
+from specselect.evidence.pipeline import scenario_name
+from specselect.records.evidence.result import ScenarioEvidence
 from specselect.report.charts import (
     BarSeries,
     BoxSeries,

@@ -6,10 +6,10 @@ few items shows its counts and says so, never a number; the outcomes are the evi
 
 from __future__ import annotations
 
-from specselect.evidence.categories import AcceptanceSummary, CategoryEvidence
-from specselect.evidence.pipeline import ScenarioEvidence
-from specselect.evidence.segments import InputLengthSegments, Segment
-from specselect.evidence.stats import RatioEstimate
+from specselect.records.evidence.categories import AcceptanceSummary, CategoryEvidence
+from specselect.records.evidence.result import ScenarioEvidence
+from specselect.records.evidence.segments import InputLengthSegments, Segment
+from specselect.records.evidence.stats import RatioEstimate
 from specselect.report.console import fmt_interval, fmt_ratio
 from specselect.report.data import ReportData
 from specselect.report.tables import TableSpec

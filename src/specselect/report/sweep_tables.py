@@ -5,9 +5,10 @@ Plain-text cells (renderers escape them), read from `evidence.json`'s `sweeps` s
 
 from __future__ import annotations
 
-from specselect.evidence.pipeline import ScenarioEvidence, scenario_name
-from specselect.evidence.stats import RatioEstimate
-from specselect.evidence.sweeps import ScheduleCell, ScheduleComparison, SweepAnalysis
+from specselect.evidence.pipeline import scenario_name
+from specselect.records.evidence.result import ScenarioEvidence
+from specselect.records.evidence.stats import RatioEstimate
+from specselect.records.evidence.sweeps import ScheduleCell, ScheduleComparison, SweepAnalysis
 from specselect.report.console import fmt_interval, fmt_ratio, fmt_workload
 from specselect.report.data import ReportData
 from specselect.report.tables import TableSpec

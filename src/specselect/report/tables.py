@@ -21,7 +21,7 @@ from specselect.artifacts.results import (
 )
 from specselect.common.hostfacts import HostInfo
 from specselect.core.gates import AdmissionResult, FactValue
-from specselect.evidence.pipeline import EvidencePolicy
+from specselect.records.evidence.result import EvidencePolicy
 from specselect.records.measurement import Stats
 from specselect.report.console import REPORT_DECISION_COLUMNS, fmt_mib, fmt_ratio, report_decision_rows
 from specselect.report.data import ReportData

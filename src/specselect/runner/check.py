@@ -25,7 +25,7 @@ from specselect.core.status import RunStatus
 from specselect.engines import Engine, create_engine
 from specselect.errors import ConfigError, ResultsError, UsageError
 from specselect.evidence.acceptance import acceptance_spread
-from specselect.evidence.pipeline import Evidence, InMemoryRecords, ScenarioKey, build_evidence
+from specselect.evidence.pipeline import InMemoryRecords, ScenarioKey, build_evidence
 from specselect.evidence.regression import (
     Problem,
     SpeedupSpan,
@@ -37,6 +37,7 @@ from specselect.evidence.regression import (
     speedup_problem,
 )
 from specselect.plan import LoadedPlan, Plan, load_plan
+from specselect.records.evidence.result import Evidence
 from specselect.runner.conclusion import evidence_settings
 from specselect.runner.context import RunContext
 from specselect.runner.group import GroupJob, relaunch_group, run_group

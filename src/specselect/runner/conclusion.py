@@ -13,13 +13,14 @@ from specselect.artifacts.handoff.build import HandoffInputs, build_handoff
 from specselect.artifacts.results import EvidenceFile, GroupResult, Handoff
 from specselect.core.decision import Thresholds
 from specselect.engines.devices import group_budget_mb
-from specselect.evidence.pipeline import Evidence, EvidenceSettings, ScenarioKey, analyze_sweeps, build_evidence
-from specselect.evidence.prediction import ProposerCost
-from specselect.evidence.rounds.design import LookSchedule
-from specselect.evidence.stats import BootstrapPolicy
+from specselect.evidence.pipeline import EvidenceSettings, ScenarioKey, analyze_sweeps, build_evidence
 from specselect.evidence.sweeps import capped_schedule, cutoff_schedule
 from specselect.plan import LoadedPlan, Plan
 from specselect.records.assets import ResolvedModel
+from specselect.records.evidence.prediction import ProposerCost
+from specselect.records.evidence.result import Evidence
+from specselect.records.evidence.rounds import LookSchedule
+from specselect.records.evidence.stats import BootstrapPolicy
 from specselect.records.proposals import ScheduleRange
 from specselect.records.server import ServeFlags
 from specselect.runner.context import RunContext

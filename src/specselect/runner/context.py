@@ -10,9 +10,9 @@ from specselect.admission.gather import Gathered
 from specselect.artifacts.layout import RunLayout
 from specselect.engines import Engine, EngineSetup, GroupContext
 from specselect.evidence.pipeline import InMemoryRecords
-from specselect.evidence.prediction import ProposerCost
 from specselect.plan import Candidate, LoadedPlan
 from specselect.records.assets import ResolvedModel
+from specselect.records.evidence.prediction import ProposerCost
 from specselect.records.workloads import Workload
 from specselect.runner.progress import Progress
 

@@ -36,10 +36,10 @@ from specselect.errors import (
     ServerTimeoutError,
 )
 from specselect.evidence.pipeline import parity_scenario, scenario_name
-from specselect.evidence.stats import BootstrapPolicy
-from specselect.evidence.sweeps import DerivedSchedule
 from specselect.plan import BASELINE_FAMILY, BASELINE_GROUP, Candidate, RunConfig, TargetConfig
 from specselect.records.assets import ResolvedModel
+from specselect.records.evidence.stats import BootstrapPolicy
+from specselect.records.evidence.sweeps import DerivedSchedule
 from specselect.records.server import ReleaseCheck, SanityResult
 from specselect.records.workloads import Workload, WorkloadItem
 from specselect.runner.context import RunContext

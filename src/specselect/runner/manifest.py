@@ -14,8 +14,8 @@ from specselect.artifacts.layout import RunLayout
 from specselect.artifacts.results import GroupResult, Manifest, ManifestGroup
 from specselect.common.fileio import atomic_write_model, sha256_file
 from specselect.core.status import RunStatus
-from specselect.evidence.sweeps import DurationEstimate
 from specselect.plan import BASELINE_GROUP, Candidate, LoadedPlan
+from specselect.records.evidence.sweeps import DurationEstimate
 from specselect.runner.preflight import Preflight
 
 __all__ = ["ManifestWriter", "now"]

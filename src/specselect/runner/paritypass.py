@@ -7,9 +7,10 @@ every one with its own seed, on the baseline and every candidate alike.
 
 from __future__ import annotations
 
-from specselect.evidence.pipeline import PARITY_PASS_RULE, ParityPassPolicy
-from specselect.evidence.sampled_parity import SampledParityPolicy
+from specselect.evidence.pipeline import PARITY_PASS_RULE
 from specselect.plan import LoadedPlan
+from specselect.records.evidence.result import ParityPassPolicy
+from specselect.records.evidence.sampled_parity import SampledParityPolicy
 from specselect.runner.scenario import PARITY_LOGPROBS
 
 __all__ = ["baseline_parity_pass", "distribution_test", "parity_pass_enabled", "parity_policy"]

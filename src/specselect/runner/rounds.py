@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from specselect.artifacts.results import GroupResult
 from specselect.core.status import RunStatus
 from specselect.evidence.rounds.design import TrackRound, round_order
-from specselect.evidence.rounds.looks import RoundsPlan
 from specselect.plan import Plan
+from specselect.records.evidence.rounds import RoundsPlan
 from specselect.runner.progress import Progress
 
 __all__ = ["Fits", "Launch", "Look", "RoundLoop", "RoundsOutcome", "first_round_order", "track_rounds"]

@@ -16,16 +16,11 @@ from collections.abc import Mapping, Sequence
 from specselect.artifacts.results import GroupResult
 from specselect.core.decision import NO_LAUNCH_REPLICATION
 from specselect.core.status import Decision, RunStatus
-from specselect.evidence.pipeline import (
-    Evidence,
-    EvidenceSettings,
-    ScenarioKey,
-    analyze_sweeps,
-    build_evidence,
-    sweep_point,
-)
-from specselect.evidence.sweeps import DerivedSchedule, ScheduleComparison, compare_schedule, derive_schedule
+from specselect.evidence.pipeline import EvidenceSettings, ScenarioKey, analyze_sweeps, build_evidence, sweep_point
+from specselect.evidence.sweeps import compare_schedule, derive_schedule
 from specselect.plan import Plan
+from specselect.records.evidence.result import Evidence
+from specselect.records.evidence.sweeps import DerivedSchedule, ScheduleComparison
 from specselect.runner.context import RunContext
 from specselect.runner.group import GroupJob
 

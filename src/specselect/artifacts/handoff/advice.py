@@ -6,7 +6,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from specselect.artifacts.results import GroupResult, HandoffConcurrency, HandoffLength
-from specselect.evidence.sweeps import SweepAnalysis, capped_schedule, cutoff_schedule
+from specselect.evidence.sweeps import capped_schedule, cutoff_schedule
+from specselect.records.evidence.sweeps import SweepAnalysis
 from specselect.records.proposals import ScheduleRange
 
 __all__ = ["CUTOFF_NOTE", "BatchSchedule", "concurrency_advice", "length_advice"]

@@ -22,12 +22,13 @@ from specselect.artifacts.results import (
 )
 from specselect.core.status import Decision, EvidenceStatus, RunStatus
 from specselect.evidence.acceptance import acceptance_spread
-from specselect.evidence.mix import MixPolicy
 from specselect.evidence.pipeline.inputs import RecordSource, ScenarioKey, group_track
-from specselect.evidence.pipeline.result import RULE, TRACK_RULE, ScenarioEvidence
-from specselect.evidence.stats import BootstrapPolicy
+from specselect.evidence.pipeline.rules import RULE, TRACK_RULE
 from specselect.plan import Plan, SamplingConfig
 from specselect.plan.rules import BASELINE_GROUP
+from specselect.records.evidence.mix import MixPolicy
+from specselect.records.evidence.result import ScenarioEvidence
+from specselect.records.evidence.stats import BootstrapPolicy
 
 __all__ = ["HandoffInputs", "build_handoff", "sampling_note"]
 

@@ -8,9 +8,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from specselect.artifacts.docbase import ResultsDocument
-from specselect.evidence.acceptance import AcceptanceSpread
-from specselect.evidence.mix import MixEstimate
-from specselect.evidence.sweeps import DerivedSchedule
+from specselect.records.evidence.acceptance import AcceptanceSpread
+from specselect.records.evidence.mix import MixEstimate
+from specselect.records.evidence.sweeps import DerivedSchedule
 from specselect.records.server import ServeFlags
 
 __all__ = [

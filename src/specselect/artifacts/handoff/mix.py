@@ -18,9 +18,10 @@ from specselect.artifacts.results import (
     HandoffSegment,
 )
 from specselect.core.status import Decision, EvidenceStatus
-from specselect.evidence.mix import MIX_RULE, CellSpeedup, MixCell, MixEstimate, MixPolicy, mix_speedup
-from specselect.evidence.pipeline.result import ScenarioEvidence
+from specselect.evidence.mix import CellSpeedup, MixCell, mix_speedup
 from specselect.plan.traffic import TrafficConfig
+from specselect.records.evidence.mix import MIX_RULE, MixEstimate, MixPolicy
+from specselect.records.evidence.result import ScenarioEvidence
 from specselect.records.proposals import ScheduleRange
 from specselect.records.server import ServeFlags
 

@@ -24,58 +24,28 @@ from specselect.core.decision import (
 from specselect.core.families import Dependency, classify_family
 from specselect.core.pairing import PairEvidence, build_pair_evidence
 from specselect.core.status import RunStatus
-from specselect.evidence.categories import CategoryBreakdown, category_breakdown
-from specselect.evidence.parity import (
-    Output,
-    ParityPolicy,
-    ScenarioParity,
-    has_token_ids,
-    outputs_for_parity,
-    pass_logprobs,
-    scenario_parity,
-)
+from specselect.evidence.categories import category_breakdown
+from specselect.evidence.parity import Output, has_token_ids, outputs_for_parity, pass_logprobs, scenario_parity
 from specselect.evidence.pipeline.inputs import MeasuredGroup, RecordSource, ScenarioKey, group_track
 from specselect.evidence.pipeline.launches import SideLaunches, side_launches
-from specselect.evidence.pipeline.result import (
-    AA_CONTROL_RULE,
-    CONTAMINATION_RULE,
-    RULE,
-    TRACK_RULE,
-    Evidence,
-    EvidencePolicy,
-    ParityPassPolicy,
-    ScenarioEvidence,
-)
 from specselect.evidence.pipeline.rounds import LookAnalysis, PairEstimates, PairRounds, analyse_look, decide_pair
+from specselect.evidence.pipeline.rules import AA_CONTROL_RULE, CONTAMINATION_RULE, RULE, TRACK_RULE
 from specselect.evidence.pipeline.sides import SideFigures, excluded_rounds, find_scenario, side_metrics, untrusted
-from specselect.evidence.prediction import ProposerCost, SpeedupPrediction, predict_speedup, verify_cost_from_prefill
-from specselect.evidence.rounds.design import DESIGN_RULE, LookSchedule
-from specselect.evidence.rounds.estimate import Estimand
-from specselect.evidence.rounds.looks import (
-    LookPoint,
-    PairLook,
-    RoundsPlan,
-    deciding_look,
-    look_points,
-    pair_state,
-    plan_rounds,
-)
-from specselect.evidence.sampled_parity import (
-    SampledParity,
-    SampledParityPolicy,
-    sampled_parity,
-    samples_from_records,
-)
+from specselect.evidence.prediction import predict_speedup, verify_cost_from_prefill
+from specselect.evidence.rounds.design import DESIGN_RULE
+from specselect.evidence.rounds.looks import deciding_look, look_points, pair_state, plan_rounds
+from specselect.evidence.sampled_parity import sampled_parity, samples_from_records
 from specselect.evidence.samples import Pairing, RequestKey, pair_launches
-from specselect.evidence.segments import InputLengthSegments, SegmentPolicy, input_length_segments
-from specselect.evidence.stats import (
-    BootstrapPolicy,
-    PairedStats,
-    RatioEstimate,
-    ThroughputBasis,
-    paired_stats,
-    rate_for_basis,
-)
+from specselect.evidence.segments import input_length_segments
+from specselect.evidence.stats import paired_stats, rate_for_basis
+from specselect.records.evidence.categories import CategoryBreakdown
+from specselect.records.evidence.parity import ParityPolicy, ScenarioParity
+from specselect.records.evidence.prediction import ProposerCost, SpeedupPrediction
+from specselect.records.evidence.result import Evidence, EvidencePolicy, ParityPassPolicy, ScenarioEvidence
+from specselect.records.evidence.rounds import Estimand, LookPoint, LookSchedule, PairLook, RoundsPlan
+from specselect.records.evidence.sampled_parity import SampledParity, SampledParityPolicy
+from specselect.records.evidence.segments import InputLengthSegments, SegmentPolicy
+from specselect.records.evidence.stats import BootstrapPolicy, PairedStats, RatioEstimate, ThroughputBasis
 from specselect.records.measurement import RequestRecord
 
 __all__ = ["EvidenceSettings", "PairedRecords", "build_evidence", "pair_step", "parity_step"]

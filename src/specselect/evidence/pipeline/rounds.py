@@ -15,19 +15,11 @@ from pydantic import BaseModel, ConfigDict
 from specselect.core.decision import LATENCY_CHECKS, DecisionResult, SpeedupInterval, Thresholds, decide
 from specselect.core.pairing import PairEvidence
 from specselect.evidence.pipeline.launches import SideLaunches
-from specselect.evidence.rounds.drift import DriftCheck, drift_check
-from specselect.evidence.rounds.estimate import (
-    Estimand,
-    MetricRounds,
-    RoundEstimate,
-    VariancePool,
-    estimate_metric,
-    metric_rounds,
-    pool_variances,
-)
-from specselect.evidence.rounds.looks import LookPoint
-from specselect.evidence.rounds.table import METRICS, Metric, RoundTable, round_table
-from specselect.evidence.stats import ThroughputBasis
+from specselect.evidence.rounds.drift import drift_check
+from specselect.evidence.rounds.estimate import MetricRounds, estimate_metric, metric_rounds, pool_variances
+from specselect.evidence.rounds.table import METRICS, RoundTable, round_table
+from specselect.records.evidence.rounds import DriftCheck, Estimand, LookPoint, Metric, RoundEstimate, VariancePool
+from specselect.records.evidence.stats import ThroughputBasis
 
 __all__ = [
     "LookAnalysis",

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from specselect.core.pairing import MemoryFigure, PairEvidence, SideMetrics
 from specselect.core.status import EvidenceStatus, RunStatus
 from specselect.evidence.pipeline.inputs import MeasuredGroup, MeasuredScenario
-from specselect.evidence.pipeline.result import MISSING_UNCONTAMINATED
+from specselect.evidence.pipeline.rules import MISSING_UNCONTAMINATED
 from specselect.records.telemetry import SpecTelemetry
 
 __all__ = ["SideFigures", "excluded_rounds", "find_scenario", "side_metrics", "untrusted"]

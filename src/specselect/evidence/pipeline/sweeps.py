@@ -13,19 +13,10 @@ from typing import Any
 
 from specselect.core.status import Decision, RunStatus
 from specselect.evidence.pipeline.inputs import MeasuredGroup, RecordSource
-from specselect.evidence.pipeline.result import Evidence, ScenarioEvidence
-from specselect.evidence.stats import BootstrapPolicy
-from specselect.evidence.sweeps import (
-    Crossover,
-    EarlyStop,
-    LengthSweep,
-    ScenarioGoodput,
-    SweepAnalysis,
-    SweepPoint,
-    choose_length,
-    find_crossover,
-    goodput,
-)
+from specselect.evidence.sweeps import SweepPoint, choose_length, find_crossover, goodput
+from specselect.records.evidence.result import Evidence, ScenarioEvidence
+from specselect.records.evidence.stats import BootstrapPolicy
+from specselect.records.evidence.sweeps import Crossover, EarlyStop, LengthSweep, ScenarioGoodput, SweepAnalysis
 from specselect.records.proposals import LENGTH_AXIS
 
 __all__ = ["analyze_sweeps", "sweep_point"]
