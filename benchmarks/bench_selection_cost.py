@@ -49,9 +49,9 @@ from _common import (
     server_lock,
     utc_stamp,
 )
-from specselect.artifacts.results import GroupResult, ServerLife
 from specselect.core.status import RunStatus
 from specselect.records.evidence.result import ScenarioEvidence
+from specselect.records.group import GroupResult, ServerLife
 from specselect.report.data import ReportData, load_report_data
 
 TARGET_S = 600.0

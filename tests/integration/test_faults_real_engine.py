@@ -35,10 +35,11 @@ import pytest
 import tomli_w
 
 from specselect.artifacts.layout import RunLayout
-from specselect.artifacts.results import GroupResult, Manifest
 from specselect.artifacts.store import load_document
 from specselect.artifacts.verify import verify_run
 from specselect.engines.vllm.envsetup import EngineEnv
+from specselect.records.group import GroupResult
+from specselect.records.results import Manifest
 
 pytestmark = pytest.mark.integration
 

@@ -16,7 +16,6 @@ from _reduced_plan import RecordedRun, recorded_plan, specselect
 
 from specselect.artifacts.check import CheckReport
 from specselect.artifacts.layout import RunLayout
-from specselect.artifacts.results import GroupResult, Handoff
 from specselect.artifacts.store import load_document
 from specselect.engines.prometheus import MetricsSnapshot
 from specselect.engines.server import ServerOptions, ServerProcess
@@ -25,6 +24,8 @@ from specselect.engines.vllm.envsetup import EngineEnv
 from specselect.evidence.regression import acceptance_problems
 from specselect.measure import run_load
 from specselect.plan import load_plan
+from specselect.records.group import GroupResult
+from specselect.records.handoff import Handoff
 from specselect.records.measurement import CacheSaltPolicy, Endpoint, SamplingParams, ScenarioSpec
 from specselect.workloads.loader import load_workload
 

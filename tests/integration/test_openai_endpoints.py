@@ -15,11 +15,13 @@ import pytest
 from _reduced_plan import COPY_LIST, specselect, write_workload
 
 from specselect.artifacts.layout import RunLayout
-from specselect.artifacts.results import EvidenceFile, GroupResult, Handoff, Manifest
 from specselect.artifacts.store import load_document, load_records
 from specselect.engines.base import RunningServer
 from specselect.engines.http import local_request
 from specselect.engines.vllm.engine import VllmEngine
+from specselect.records.group import GroupResult
+from specselect.records.handoff import Handoff
+from specselect.records.results import EvidenceFile, Manifest
 
 pytestmark = pytest.mark.integration
 

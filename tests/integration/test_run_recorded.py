@@ -12,8 +12,10 @@ import pytest
 from _reduced_plan import RecordedRun, specselect
 
 from specselect.artifacts.layout import RunLayout
-from specselect.artifacts.results import EvidenceFile, GroupResult, Handoff, Manifest, PreflightFile
 from specselect.artifacts.store import load_document, load_records
+from specselect.records.group import GroupResult
+from specselect.records.handoff import Handoff
+from specselect.records.results import EvidenceFile, Manifest, PreflightFile
 
 pytestmark = pytest.mark.integration
 

@@ -11,8 +11,10 @@ from pathlib import Path
 import pytest
 
 from specselect.artifacts.layout import RunLayout
-from specselect.artifacts.results import EvidenceFile, GroupResult, Handoff, Manifest, PreflightFile
 from specselect.artifacts.store import load_document
+from specselect.records.group import GroupResult
+from specselect.records.handoff import Handoff
+from specselect.records.results import EvidenceFile, Manifest, PreflightFile
 
 pytestmark = pytest.mark.integration
 

@@ -16,10 +16,10 @@ from types import ModuleType
 import pytest
 from test_report_sample import build_run
 
-from specselect.artifacts.results import GroupLaunch
 from specselect.core.status import RunStatus
 from specselect.measure import plan_requests
 from specselect.records.evidence.rounds import RoundEstimate
+from specselect.records.group import GroupLaunch
 from specselect.records.measurement import CacheSaltPolicy, Endpoint, SamplingParams, ScenarioSpec
 from specselect.records.server import ReleaseCheck
 from specselect.report.data import load_report_data

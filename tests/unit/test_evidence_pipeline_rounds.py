@@ -11,13 +11,13 @@ import pytest
 from test_evidence_pipeline_tracks import ACTIVE, KEY, scenario_run
 from test_evidence_pipeline_tracks import records as one_launch_records
 
-from specselect.artifacts.results import GroupLaunch, GroupResult
 from specselect.core.decision import Thresholds
 from specselect.core.status import RunStatus
 from specselect.evidence.pipeline import EvidenceSettings, InMemoryRecords, build_evidence
 from specselect.records.evidence.result import Evidence
 from specselect.records.evidence.rounds import LookSchedule
 from specselect.records.evidence.stats import BootstrapPolicy
+from specselect.records.group import GroupLaunch, GroupResult
 from specselect.records.host import HostLoad
 from specselect.records.measurement import RequestRecord
 from specselect.records.memory import PeakMemory

@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from specselect.artifacts.handoff.build import HandoffInputs, build_handoff
-from specselect.artifacts.results import EvidenceFile, GroupLaunch, GroupResult, ScenarioRun
 from specselect.core.decision import Thresholds
 from specselect.core.status import RunStatus
 from specselect.evidence.pipeline import TRACK_RULE, EvidenceSettings, InMemoryRecords, ScenarioKey, build_evidence
@@ -16,8 +15,10 @@ from specselect.plan import Plan
 from specselect.records.evidence.result import ParityPassPolicy
 from specselect.records.evidence.sampled_parity import SampledParityPolicy
 from specselect.records.evidence.stats import BootstrapPolicy
+from specselect.records.group import GroupLaunch, GroupResult, ScenarioRun
 from specselect.records.measurement import CacheSaltPolicy, LoadShape, RequestRecord, ScenarioSpec, TokenLogprob
 from specselect.records.memory import PeakMemory
+from specselect.records.results import EvidenceFile
 from specselect.records.telemetry import SpecTelemetry
 from specselect.records.workloads import WorkloadIdentity
 

@@ -26,10 +26,11 @@ from test_fault_harness import (  # noqa: F401  (fixtures)
 )
 
 from specselect.artifacts.layout import RunLayout
-from specselect.artifacts.results import GroupResult, Manifest
 from specselect.artifacts.store import load_document
 from specselect.artifacts.verify import verify_run
 from specselect.cli.main import main
+from specselect.records.group import GroupResult
+from specselect.records.results import Manifest
 
 LABEL = "faults"
 

@@ -20,8 +20,9 @@ from test_fault_harness import (  # noqa: F401  (fixtures)
 
 import specselect.engines.server as server_module
 from specselect.artifacts.layout import RunLayout
-from specselect.artifacts.results import GroupResult, Manifest
 from specselect.artifacts.store import load_document
+from specselect.records.group import GroupResult
+from specselect.records.results import Manifest
 
 LABEL = "faults"
 

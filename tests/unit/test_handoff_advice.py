@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 from specselect.artifacts.handoff.advice import CUTOFF_NOTE, concurrency_advice
-from specselect.artifacts.results import GroupResult, LaunchRecord
 from specselect.engines.base import Engine, EngineSetup
 from specselect.engines.openai.engine import OpenAIEndpointEngine
 from specselect.engines.sglang.engine import SglangEngine
@@ -14,6 +13,8 @@ from specselect.engines.vllm.controllers import KNOWN_CONTROLLERS
 from specselect.engines.vllm.engine import VllmEngine
 from specselect.records.capabilities import VllmCapabilities
 from specselect.records.evidence.sweeps import Crossover, SweepAnalysis
+from specselect.records.group import GroupResult
+from specselect.records.server import LaunchRecord
 
 
 def _group(k: int) -> GroupResult:

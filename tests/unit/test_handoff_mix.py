@@ -8,7 +8,6 @@ from collections.abc import Sequence
 import pytest
 
 from specselect.artifacts.handoff.mix import MixInputs, mix_advice
-from specselect.artifacts.results import EvidenceFile
 from specselect.core.decision import Confidence, DecisionResult, SpeedupInterval, Thresholds
 from specselect.core.pairing import PairEvidence
 from specselect.core.status import Decision, EvidenceStatus
@@ -18,6 +17,7 @@ from specselect.records.evidence.result import EvidencePolicy, ScenarioEvidence
 from specselect.records.evidence.rounds import RoundEstimate
 from specselect.records.evidence.stats import BootstrapPolicy
 from specselect.records.proposals import ScheduleRange
+from specselect.records.results import EvidenceFile
 from specselect.records.server import ServeFlags
 
 FLAGS = ServeFlags(engine_kind="vllm", engine_version="0.32.0+cpu", program=("python",), args=("--model", "m"))

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from test_evidence_pipeline_rounds import _two, evidence, settings
 
-from specselect.artifacts.results import EvidenceFile, Manifest
 from specselect.records.evidence.result import Evidence
+from specselect.records.results import EvidenceFile, Manifest
 from specselect.report.console import DECISION_COLUMNS, control_lines, decision_rows
 from specselect.report.data import ReportData
 from specselect.report.evidence_tables import controls_spec, prediction_spec, rounds_spec

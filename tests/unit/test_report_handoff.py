@@ -7,7 +7,6 @@ from pathlib import Path
 
 from test_report_sample import build_run
 
-from specselect.artifacts.results import EvidenceFile, Handoff, HandoffMix, HandoffMixOption, HandoffSegment
 from specselect.artifacts.store import load_document
 from specselect.common.fileio import atomic_write_model
 from specselect.records.evidence.mix import MixCellShare, MixEstimate, MixPolicy
@@ -19,6 +18,8 @@ from specselect.records.evidence.sweeps import (
     ScheduleRow,
     SweepAnalysis,
 )
+from specselect.records.handoff import Handoff, HandoffMix, HandoffMixOption, HandoffSegment
+from specselect.records.results import EvidenceFile
 from specselect.records.server import ServeFlags
 from specselect.report.data import load_report_data
 from specselect.report.html import render_html

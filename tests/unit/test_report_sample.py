@@ -23,7 +23,6 @@ from test_report_sample_docs import (
 )
 
 from specselect.artifacts.layout import RunLayout
-from specselect.artifacts.results import EvidenceFile, GroupResult, LaunchRecord, Manifest, ManifestGroup, ScenarioRun
 from specselect.common.fileio import atomic_write_model, sha256_file
 from specselect.core.decision import SpeedupInterval, decide, summarize_verdict
 from specselect.core.pairing import SideMetrics, build_pair_evidence
@@ -36,8 +35,11 @@ from specselect.records.evidence.prediction import SpeedupPrediction
 from specselect.records.evidence.result import EvidencePolicy, ScenarioEvidence
 from specselect.records.evidence.stats import BootstrapPolicy, RatioEstimate
 from specselect.records.evidence.sweeps import LengthSweep, SweepAnalysis
+from specselect.records.group import GroupResult, ScenarioRun
 from specselect.records.measurement import CacheSaltPolicy, LoadShape, RequestRecord, SamplingParams, ScenarioSpec
 from specselect.records.memory import PeakMemory
+from specselect.records.results import EvidenceFile, Manifest, ManifestGroup
+from specselect.records.server import LaunchRecord
 from specselect.records.telemetry import SpecTelemetry
 
 ITEMS = ("copy-01", "copy-02", "copy-03")

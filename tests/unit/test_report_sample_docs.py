@@ -4,21 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from specselect.artifacts.results import (
-    AdmissionFile,
-    EvidenceFile,
-    Handoff,
-    HandoffCandidate,
-    HandoffScenario,
-    PreflightFile,
-)
-from specselect.common.hostfacts import HostInfo
 from specselect.core.decision import Thresholds
 from specselect.core.gates import AdmissionInput, GateCheck, admit
 from specselect.core.status import Decision
 from specselect.evidence.pipeline import scenario_name
 from specselect.records.assets import ResolvedModel
+from specselect.records.handoff import Handoff, HandoffCandidate, HandoffScenario
+from specselect.records.host import HostInfo
 from specselect.records.measurement import SamplingParams
+from specselect.records.results import AdmissionFile, EvidenceFile, PreflightFile
 from specselect.records.workloads import WorkloadIdentity
 
 SNAPSHOT = "a" * 64

@@ -7,9 +7,9 @@ from pathlib import Path
 
 from test_report_sample import Cand, build_run
 
-from specselect.artifacts.results import GroupLaunch
 from specselect.core.gates import AdmissionResult
 from specselect.core.status import RunStatus
+from specselect.records.group import GroupLaunch
 from specselect.report.console import (
     DECISION_COLUMNS,
     REPORT_DECISION_COLUMNS,

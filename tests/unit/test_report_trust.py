@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from test_evidence_pipeline_rounds import evidence, settings
 
-from specselect.artifacts.results import EvidenceFile
+from specselect.records.results import EvidenceFile
 from specselect.report.trust import trust_lines
 
 

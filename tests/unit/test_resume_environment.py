@@ -10,11 +10,11 @@ from test_admission_gather import caps
 from test_report_sample_docs import preflight_doc
 
 from specselect.artifacts.layout import RunLayout
-from specselect.artifacts.results import Manifest, ManifestGroup, PreflightFile
 from specselect.common.fileio import atomic_write_text
 from specselect.core.status import RunStatus
 from specselect.errors import ResultsError
 from specselect.records.capabilities import DeviceInfo, VllmCapabilities
+from specselect.records.results import Manifest, ManifestGroup, PreflightFile
 from specselect.runner.resume import changed_environment_warning, environment_changes, resumed_preflight
 
 

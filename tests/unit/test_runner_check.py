@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from specselect.artifacts.results import Handoff, HandoffCandidate, HandoffGroup, HandoffScenario
 from specselect.common.fileio import atomic_write_json
 from specselect.errors import ResultsError, UsageError
 from specselect.plan import load_plan
+from specselect.records.handoff import Handoff, HandoffCandidate, HandoffGroup, HandoffScenario
 from specselect.runner.check import check_cost, load_recorded, reduced_plan
 
 

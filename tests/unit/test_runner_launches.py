@@ -19,7 +19,6 @@ import sglang_fake_install as FAKE
 from test_assets_files import tiny_llama
 
 from specselect.artifacts.layout import RunLayout
-from specselect.artifacts.results import GroupResult
 from specselect.artifacts.store import load_document
 from specselect.artifacts.verify import verify_run
 from specselect.engines.sglang import engine as sglang_engine_module
@@ -27,6 +26,7 @@ from specselect.engines.sglang.engine import SglangEngine
 from specselect.errors import InterruptedRun
 from specselect.records.evidence.result import Evidence
 from specselect.records.evidence.sweeps import DerivedSchedule
+from specselect.records.group import GroupResult
 from specselect.runner import run as run_module
 from specselect.runner import schedule_candidate as schedule_module
 from specselect.runner.conclusion import look

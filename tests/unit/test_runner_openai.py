@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 
 from specselect.artifacts.layout import RunLayout
-from specselect.artifacts.results import GroupResult
 from specselect.artifacts.store import load_document, load_records
 from specselect.artifacts.verify import verify_run
 from specselect.engines import create_engine
@@ -21,6 +20,7 @@ from specselect.engines.prometheus import MetricSample, MetricsSnapshot
 from specselect.engines.vllm.telemetry import request_spec_metrics
 from specselect.evidence.pipeline import InMemoryRecords
 from specselect.plan import load_plan
+from specselect.records.group import GroupResult
 from specselect.records.measurement import ErrorKind, RequestRecord
 from specselect.records.server import SanityResult
 from specselect.records.telemetry import SpecDecodeCounters

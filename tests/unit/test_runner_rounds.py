@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from specselect.artifacts.results import GroupLaunch, GroupResult
 from specselect.core.status import RunStatus
 from specselect.plan import Plan
 from specselect.records.evidence.rounds import LookSchedule, RoundsPlan
+from specselect.records.group import GroupLaunch, GroupResult
 from specselect.runner.progress import SilentProgress
 from specselect.runner.rounds import RoundLoop, first_round_order
 

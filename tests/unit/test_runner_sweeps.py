@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 
-from specselect.artifacts.results import EvidenceFile, Handoff, Manifest
 from specselect.artifacts.store import load_document
 from specselect.artifacts.verify import verify_run
 from specselect.engines.openai.engine import AttachedServer, OpenAIEndpointEngine
+from specselect.records.handoff import Handoff
+from specselect.records.results import EvidenceFile, Manifest
 from specselect.records.server import SanityResult
 from specselect.report.write import write_reports
 from specselect.runner.progress import SilentProgress

@@ -33,27 +33,25 @@ SCHEMAS: Mapping[str, SchemaEntry] = MappingProxyType(
             model="specselect.records.workloads:WorkloadItem", description="one line of a workload file (JSON Lines)"
         ),
         "manifest": SchemaEntry(
-            model="specselect.artifacts.results:Manifest", description="results/<label>/manifest.json"
+            model="specselect.records.results:Manifest", description="results/<label>/manifest.json"
         ),
         "preflight": SchemaEntry(
-            model="specselect.artifacts.results:PreflightFile", description="results/<label>/preflight.json"
+            model="specselect.records.results:PreflightFile", description="results/<label>/preflight.json"
         ),
         "admission": SchemaEntry(
-            model="specselect.artifacts.results:AdmissionFile", description="results/<label>/admission.json"
+            model="specselect.records.results:AdmissionFile", description="results/<label>/admission.json"
         ),
         "group": SchemaEntry(
-            model="specselect.artifacts.results:GroupResult", description="results/<label>/groups/<group>.json"
+            model="specselect.records.group:GroupResult", description="results/<label>/groups/<group>.json"
         ),
         "record": SchemaEntry(
             model="specselect.records.measurement:RequestRecord",
             description="one line of results/<label>/records/<group>/<scenario>.jsonl (one request)",
         ),
         "evidence": SchemaEntry(
-            model="specselect.artifacts.results:EvidenceFile", description="results/<label>/evidence.json"
+            model="specselect.records.results:EvidenceFile", description="results/<label>/evidence.json"
         ),
-        "handoff": SchemaEntry(
-            model="specselect.artifacts.results:Handoff", description="results/<label>/handoff.json"
-        ),
+        "handoff": SchemaEntry(model="specselect.records.handoff:Handoff", description="results/<label>/handoff.json"),
         "check": SchemaEntry(
             model="specselect.artifacts.check:CheckReport", description="<label>-check/check.json (specselect check)"
         ),

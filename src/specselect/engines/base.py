@@ -45,7 +45,6 @@ __all__ = [
     "ServingHandle",
     "Session",
     "TrafficGuard",
-    "recorded_proposal_length",
     "recorded_request_spec_metrics",
 ]
 
@@ -54,14 +53,6 @@ ProgressFn = Callable[[str], None]
 
 Finding = tuple[Literal["error", "warning", "info"], str, str]
 """One configuration-audit finding: (severity, stable snake_case code, message)."""
-
-
-def recorded_proposal_length(speculative_config: Mapping[str, Any] | None) -> int | None:
-    """The proposal length of a launch recorded before launches stated it (`RunningServer.proposal_length`):
-    then only vLLM's speculative config held it, as `num_speculative_tokens`; other engines' records stay
-    without one."""
-    k = speculative_config.get("num_speculative_tokens") if speculative_config else None
-    return k if isinstance(k, int) and not isinstance(k, bool) else None
 
 
 def recorded_request_spec_metrics(engine_fields: Mapping[str, Any]) -> RequestSpecMetrics | None:

@@ -1,15 +1,16 @@
-"""What a group's server recorded about itself: its sanity check, its release check, and the flags that start
-its configuration again (`ServeFlags`, in the hand-off). The engines fill them in; the results and the hand-off
-carry them."""
+"""What a group's server recorded about itself: how it was launched (`LaunchRecord`), its sanity check, its release
+check, and the flags that start its configuration again (`ServeFlags`, in the hand-off). The engines fill them in;
+the results and the hand-off carry them."""
 
 from __future__ import annotations
 
 import shlex
+from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-__all__ = ["ReleaseCheck", "SanityResult", "ServeFlags"]
+__all__ = ["LaunchRecord", "ReleaseCheck", "SanityResult", "ServeFlags", "recorded_proposal_length"]
 
 
 class ReleaseCheck(BaseModel):
@@ -73,3 +74,35 @@ class SanityResult(BaseModel):
     api: Literal["chat", "completions"]
     reply_text: str
     seconds: float
+
+
+def recorded_proposal_length(speculative_config: Mapping[str, Any] | None) -> int | None:
+    """The proposal length of a launch recorded before launches stated it (`RunningServer.proposal_length`):
+    then only vLLM's speculative config held it, as `num_speculative_tokens`; other engines' records stay
+    without one."""
+    k = speculative_config.get("num_speculative_tokens") if speculative_config else None
+    return k if isinstance(k, int) and not isinstance(k, bool) else None
+
+
+class LaunchRecord(BaseModel):
+    """How a group's server was started (secrets redacted)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    command: tuple[str, ...]
+    speculative_config: dict[str, Any] | None
+    """The engine's own speculative configuration, as it launched (read by nothing above the engines)."""
+    served_model: str
+    base_url: str
+    startup_s: float | None
+    proposal_length: int | None = None
+    """Tokens proposed per verify step as launched, in every engine's terms; None: target-only or the engine's
+    default."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _stated_by_older_launches(cls, data: Any) -> Any:
+        # Records written before launches stated their proposal length kept it in the engine's config only.
+        if isinstance(data, dict) and "proposal_length" not in data:
+            return {**data, "proposal_length": recorded_proposal_length(data.get("speculative_config"))}
+        return data

@@ -12,13 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specselect.artifacts.layout import RunLayout
-from specselect.artifacts.results import (
-    GroupResult,
-)
 from specselect.artifacts.store import RunDocuments, load_records, load_run
 from specselect.errors import ResultsError
 from specselect.measure.metrics import e2e_ms, tpot_ms, ttft_ms
 from specselect.records.evidence.result import ScenarioEvidence
+from specselect.records.group import GroupResult
 from specselect.report.trust import trust_lines
 
 __all__ = ["LatencySamples", "ReportData", "load_report_data"]

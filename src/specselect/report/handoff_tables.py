@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specselect.artifacts.results import HandoffMixOption
 from specselect.records.evidence.mix import MixEstimate
+from specselect.records.handoff import HandoffMixOption
 from specselect.records.server import ServeFlags
 from specselect.report.data import ReportData
 from specselect.report.tables import TableSpec

@@ -12,8 +12,8 @@ import re
 import urllib.parse
 from collections.abc import Callable, Iterable, Sequence
 
-from specselect.artifacts.results import GroupResult
 from specselect.core.gates import AdmissionResult
+from specselect.records.group import GroupResult
 from specselect.report.data import ReportData
 from specselect.report.evidence_tables import controls_spec, distribution_spec, prediction_spec, rounds_spec
 from specselect.report.handoff_tables import mix_lines, mix_spec, serve_blocks

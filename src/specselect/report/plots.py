@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from specselect.artifacts.results import GroupResult
 from specselect.evidence.pipeline import scenario_name
 from specselect.records.evidence.result import ScenarioEvidence
+from specselect.records.group import GroupResult
 from specselect.report.charts import (
     BarSeries,
     BoxSeries,

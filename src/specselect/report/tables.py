@@ -11,18 +11,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from specselect.artifacts.results import (
-    GroupResult,
-    HandoffCandidate,
-    HandoffScenario,
-    Manifest,
-    PreflightFile,
-    ScenarioRun,
-)
-from specselect.common.hostfacts import HostInfo
 from specselect.core.gates import AdmissionResult, FactValue
 from specselect.records.evidence.result import EvidencePolicy
+from specselect.records.group import GroupResult, ScenarioRun
+from specselect.records.handoff import HandoffCandidate, HandoffScenario
+from specselect.records.host import HostInfo
 from specselect.records.measurement import Stats
+from specselect.records.results import Manifest, PreflightFile
 from specselect.report.console import REPORT_DECISION_COLUMNS, fmt_mib, fmt_ratio, report_decision_rows
 from specselect.report.data import ReportData
 

@@ -7,12 +7,12 @@ import datetime as dt
 from collections.abc import Mapping, Sequence
 
 from specselect.admission import Admissions
-from specselect.artifacts.results import GroupResult
 from specselect.core.status import RunStatus
 from specselect.evidence.pipeline import scenario_name
 from specselect.evidence.sweeps import ScenarioLoad, estimate_duration
 from specselect.plan import LoadedPlan
 from specselect.records.evidence.sweeps import DurationEstimate
+from specselect.records.group import GroupResult
 from specselect.records.workloads import Workload
 
 __all__ = ["is_sweep", "remaining_budget", "round_seconds", "round_that_does_not_fit"]

@@ -18,7 +18,6 @@ from pathlib import Path
 from specselect.admission import admit_plan
 from specselect.artifacts.check import CheckCost, CheckReport, CheckScenario
 from specselect.artifacts.layout import RunLayout
-from specselect.artifacts.results import GroupResult, Handoff, HandoffCandidate, HandoffGroup, ServerLife
 from specselect.artifacts.store import load_document
 from specselect.common.fileio import atomic_write_json
 from specselect.core.status import RunStatus
@@ -38,6 +37,8 @@ from specselect.evidence.regression import (
 )
 from specselect.plan import LoadedPlan, Plan, load_plan
 from specselect.records.evidence.result import Evidence
+from specselect.records.group import GroupResult, ServerLife
+from specselect.records.handoff import Handoff, HandoffCandidate, HandoffGroup
 from specselect.runner.conclusion import evidence_settings
 from specselect.runner.context import RunContext
 from specselect.runner.group import GroupJob, relaunch_group, run_group

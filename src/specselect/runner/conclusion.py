@@ -10,7 +10,6 @@ from typing import Any
 
 from specselect.admission import Admissions
 from specselect.artifacts.handoff.build import HandoffInputs, build_handoff
-from specselect.artifacts.results import EvidenceFile, GroupResult, Handoff
 from specselect.core.decision import Thresholds
 from specselect.engines.devices import group_budget_mb
 from specselect.evidence.pipeline import EvidenceSettings, ScenarioKey, analyze_sweeps, build_evidence
@@ -21,7 +20,10 @@ from specselect.records.evidence.prediction import ProposerCost
 from specselect.records.evidence.result import Evidence
 from specselect.records.evidence.rounds import LookSchedule
 from specselect.records.evidence.stats import BootstrapPolicy
+from specselect.records.group import GroupResult
+from specselect.records.handoff import Handoff
 from specselect.records.proposals import ScheduleRange
+from specselect.records.results import EvidenceFile
 from specselect.records.server import ServeFlags
 from specselect.runner.context import RunContext
 from specselect.runner.paritypass import distribution_test, parity_policy

@@ -6,12 +6,12 @@ reason): load only grows from there, and a server-hour is not spent confirming a
 
 from __future__ import annotations
 
-from specselect.artifacts.results import ScenarioRun
 from specselect.evidence.pipeline import RecordSource, scenario_name
 from specselect.evidence.rounds.estimate import pair_estimate
 from specselect.evidence.samples import samples_from_records
 from specselect.evidence.sweeps import SweepPoint, early_stop_reason
 from specselect.records.evidence.stats import BootstrapPolicy
+from specselect.records.group import ScenarioRun
 from specselect.records.workloads import Workload
 
 __all__ = ["early_stop_check", "skipped_run"]

@@ -14,15 +14,6 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from specselect.admission.gather import Gathered
-from specselect.artifacts.results import (
-    GroupFacts,
-    GroupLaunch,
-    GroupResult,
-    LaunchRecord,
-    ParityPassRun,
-    ScenarioRun,
-    ServerLife,
-)
 from specselect.core.gates import AdmissionResult
 from specselect.core.status import RunStatus
 from specselect.engines import GroupContext, ServeOptions, Session
@@ -40,7 +31,8 @@ from specselect.plan import BASELINE_FAMILY, BASELINE_GROUP, Candidate, RunConfi
 from specselect.records.assets import ResolvedModel
 from specselect.records.evidence.stats import BootstrapPolicy
 from specselect.records.evidence.sweeps import DerivedSchedule
-from specselect.records.server import ReleaseCheck, SanityResult
+from specselect.records.group import GroupFacts, GroupLaunch, GroupResult, ParityPassRun, ScenarioRun, ServerLife
+from specselect.records.server import LaunchRecord, ReleaseCheck, SanityResult
 from specselect.records.workloads import Workload, WorkloadItem
 from specselect.runner.context import RunContext
 from specselect.runner.earlystop import early_stop_check, skipped_run

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from specselect.admission import Admissions
-from specselect.artifacts.results import GroupResult
 from specselect.core.status import RunStatus
 from specselect.plan import Candidate, LoadedPlan
+from specselect.records.group import GroupResult
 from specselect.runner.group import GroupJob, ParityMode
 from specselect.runner.paritypass import baseline_parity_pass, parity_pass_enabled
 

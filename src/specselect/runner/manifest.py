@@ -11,11 +11,12 @@ from typing import Literal
 from pydantic import BaseModel
 
 from specselect.artifacts.layout import RunLayout
-from specselect.artifacts.results import GroupResult, Manifest, ManifestGroup
 from specselect.common.fileio import atomic_write_model, sha256_file
 from specselect.core.status import RunStatus
 from specselect.plan import BASELINE_GROUP, Candidate, LoadedPlan
 from specselect.records.evidence.sweeps import DurationEstimate
+from specselect.records.group import GroupResult
+from specselect.records.results import Manifest, ManifestGroup
 from specselect.runner.preflight import Preflight
 
 __all__ = ["ManifestWriter", "now"]

@@ -13,15 +13,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from specselect.artifacts.results import AuditFinding, PreflightFile
 from specselect.assets.refs import resolve_model
-from specselect.common.hostfacts import collect_host_info
 from specselect.engines import Engine, EngineSetup, create_engine
 from specselect.engines.base import Finding
 from specselect.errors import ConfigError
+from specselect.measure.hostfacts import collect_host_info
 from specselect.plan import BASELINE_GROUP, LoadedPlan, Plan, load_plan
 from specselect.plan.workloads import workload_source
 from specselect.records.assets import ResolvedModel
+from specselect.records.results import AuditFinding, PreflightFile
 from specselect.records.workloads import Workload
 from specselect.runner.progress import Progress
 from specselect.workloads.extract import extractions_for, prepare_builtin_workloads

@@ -12,13 +12,14 @@ reads them from memory like those of the groups measured now.
 from __future__ import annotations
 
 from specselect.artifacts.layout import RunLayout
-from specselect.artifacts.results import GroupLaunch, GroupResult, Manifest, PreflightAttempt, PreflightFile
 from specselect.artifacts.store import load_document, load_manifest, load_records
 from specselect.common.fileio import sha256_file
 from specselect.engines.base import recorded_request_spec_metrics
 from specselect.errors import ResultsError, UsageError
 from specselect.evidence.pipeline import InMemoryRecords
 from specselect.plan import LoadedPlan
+from specselect.records.group import GroupLaunch, GroupResult
+from specselect.records.results import Manifest, PreflightAttempt, PreflightFile
 
 __all__ = [
     "changed_environment_warning",

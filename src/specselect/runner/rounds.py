@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from specselect.artifacts.results import GroupResult
 from specselect.core.status import RunStatus
 from specselect.evidence.rounds.design import TrackRound, round_order
 from specselect.plan import Plan
 from specselect.records.evidence.rounds import RoundsPlan
+from specselect.records.group import GroupResult
 from specselect.runner.progress import Progress
 
 __all__ = ["Fits", "Launch", "Look", "RoundLoop", "RoundsOutcome", "first_round_order", "track_rounds"]

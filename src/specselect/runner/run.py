@@ -8,12 +8,14 @@ from pathlib import Path
 
 from specselect.admission import Admissions, admit_plan
 from specselect.artifacts.layout import LABEL_PATTERN, RunLayout
-from specselect.artifacts.results import AdmissionFile, EvidenceFile, GroupResult, Handoff, Manifest, PreflightFile
 from specselect.core.status import RunStatus
 from specselect.engines import Engine, GroupContext, create_engine
 from specselect.errors import ConfigError, InterruptedRun, UsageError
 from specselect.evidence.pipeline import InMemoryRecords
 from specselect.plan import BASELINE_GROUP, Candidate, LoadedPlan, load_plan
+from specselect.records.group import GroupResult
+from specselect.records.handoff import Handoff
+from specselect.records.results import AdmissionFile, EvidenceFile, Manifest, PreflightFile
 from specselect.runner.budget import is_sweep, remaining_budget, round_that_does_not_fit
 from specselect.runner.conclusion import conclude, evidence_settings, look, plan_scenarios, proposer_costs
 from specselect.runner.context import RunContext, group_context

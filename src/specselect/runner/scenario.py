@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 from specselect.artifacts.layout import RunLayout
-from specselect.artifacts.results import ParityPassRun, ScenarioRun
 from specselect.common.fileio import atomic_write_text, sha256_file
 from specselect.engines.base import Session
 from specselect.engines.prometheus import MetricsSnapshot
@@ -22,6 +21,7 @@ from specselect.measure.hostload import HostLoadMeter
 from specselect.measure.memory import PeakMemorySampler
 from specselect.plan import Plan
 from specselect.records.endpoints import TrafficCheck
+from specselect.records.group import ParityPassRun, ScenarioRun
 from specselect.records.host import HostLoad
 from specselect.records.measurement import (
     CacheSaltPolicy,

@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 
-from specselect.artifacts.results import GroupResult
 from specselect.core.decision import NO_LAUNCH_REPLICATION
 from specselect.core.status import Decision, RunStatus
 from specselect.evidence.pipeline import EvidenceSettings, ScenarioKey, analyze_sweeps, build_evidence, sweep_point
@@ -21,6 +20,7 @@ from specselect.evidence.sweeps import compare_schedule, derive_schedule
 from specselect.plan import Plan
 from specselect.records.evidence.result import Evidence
 from specselect.records.evidence.sweeps import DerivedSchedule, ScheduleComparison
+from specselect.records.group import GroupResult
 from specselect.runner.context import RunContext
 from specselect.runner.group import GroupJob
 

@@ -8,18 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from specselect.artifacts.handoff.advice import BatchSchedule, concurrency_advice, length_advice
-from specselect.artifacts.handoff.document import HandoffControl
 from specselect.artifacts.handoff.mix import NO_TRAFFIC_NOTE, Cutoff, MixInputs, ServeWith, mix_advice
-from specselect.artifacts.results import (
-    EvidenceFile,
-    GroupResult,
-    Handoff,
-    HandoffCandidate,
-    HandoffGroup,
-    HandoffMix,
-    HandoffScenario,
-    HandoffTrack,
-)
 from specselect.core.status import Decision, EvidenceStatus, RunStatus
 from specselect.evidence.acceptance import acceptance_spread
 from specselect.evidence.pipeline.inputs import RecordSource, ScenarioKey, group_track
@@ -29,6 +18,17 @@ from specselect.plan.rules import BASELINE_GROUP
 from specselect.records.evidence.mix import MixPolicy
 from specselect.records.evidence.result import ScenarioEvidence
 from specselect.records.evidence.stats import BootstrapPolicy
+from specselect.records.group import GroupResult
+from specselect.records.handoff import (
+    Handoff,
+    HandoffCandidate,
+    HandoffControl,
+    HandoffGroup,
+    HandoffMix,
+    HandoffScenario,
+    HandoffTrack,
+)
+from specselect.records.results import EvidenceFile
 
 __all__ = ["HandoffInputs", "build_handoff", "sampling_note"]
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from specselect.artifacts.docbase import ResultsDocument
+from specselect.records.document import ResultsDocument
 from specselect.records.evidence.acceptance import AcceptanceSpread
 from specselect.records.evidence.mix import MixEstimate
 from specselect.records.evidence.sweeps import DerivedSchedule
