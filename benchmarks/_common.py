@@ -33,8 +33,8 @@ from typing import Any
 import psutil
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from specselect.common.fileio import atomic_write_text
-from specselect.engines.base import LaunchSpec
+from specselect._common.fileio import atomic_write_text
+from specselect._engines.base import LaunchSpec
 from specselect.records.measurement import Endpoint
 from specselect.records.workloads import WorkloadItem
 
@@ -235,8 +235,8 @@ class EngineSetup:
 
 def engine_setup(python: Path | None = None, model: Path | None = None) -> EngineSetup:
     """The given python/model, or the managed CPU vLLM environment and builtin:smollm2-135m (`specselect setup`)."""
-    from specselect.assets import resolve_model
-    from specselect.engines.vllm.envsetup import engine_env_from_python, ensure_managed_vllm_env
+    from specselect._assets import resolve_model
+    from specselect._engines.vllm.envsetup import engine_env_from_python, ensure_managed_vllm_env
 
     env = engine_env_from_python(python) if python is not None else ensure_managed_vllm_env()
     if model is not None:

@@ -61,7 +61,7 @@ from _common import (
     write_sharegpt_prompts,
 )
 from bench_fidelity import ENGINE_TPOT
-from specselect.measure import e2e_ms, run_load, tpot_ms, ttft_ms
+from specselect._measure import e2e_ms, run_load, tpot_ms, ttft_ms
 from specselect.records.measurement import Endpoint, ScenarioSpec
 from specselect.records.workloads import ChatMessage, WorkloadItem
 
@@ -452,8 +452,8 @@ def overhead_table(
 
 def find_vllm_client(python: Path | None, tokenizer: Path | None) -> VllmClient | None:
     """The given vLLM python/tokenizer, else the managed environment's and the bundled model, if present."""
-    from specselect.assets import resolve_model
-    from specselect.engines.vllm.envsetup import engine_env_from_python, find_managed_vllm_env
+    from specselect._assets import resolve_model
+    from specselect._engines.vllm.envsetup import engine_env_from_python, find_managed_vllm_env
 
     env = engine_env_from_python(python) if python is not None else find_managed_vllm_env()
     if env is None:

@@ -45,8 +45,8 @@ from _common import (
     server_lock,
 )
 from bench_selection_cost import Timed, plan_line
-from specselect.common.home import default_home
-from specselect.report.data import load_report_data
+from specselect._common.home import default_home
+from specselect._report.data import load_report_data
 
 PLAN = "builtin:cpu-draft"
 TITLE = "A real draft-model pair: `builtin:cpu-draft` from an empty model cache"
@@ -60,7 +60,7 @@ def _read(path: Path) -> Any:
 
 
 def _cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "specselect.cli.main", *args]
+    return [sys.executable, "-m", "specselect._cli.main", *args]
 
 
 def fresh_home(env_source: Path) -> Path:

@@ -27,9 +27,9 @@ from pathlib import Path
 
 from _common import Report, RunClock, TargetCheck, add_results_arguments, machine_description, publish, server_lock
 from bench_selection_cost import Timed, plan_line
+from specselect._report.console import fmt_interval
+from specselect._report.data import ReportData, load_report_data
 from specselect.records.evidence.result import ScenarioEvidence
-from specselect.report.console import fmt_interval
-from specselect.report.data import ReportData, load_report_data
 
 PLAN = "builtin:cpu-sampled"
 TITLE = "Selection at temperature 0 and 0.7 on the real engine: `builtin:cpu-sampled`"
@@ -108,7 +108,7 @@ def tabulate(report: Report, root: Path, timed: Timed | None) -> list[TargetChec
 
 
 def _run(results: Path, lock: Path | None) -> Timed:
-    cmd = [sys.executable, "-m", "specselect.cli.main", "run", PLAN, "--results-dir", str(results), "--json"]
+    cmd = [sys.executable, "-m", "specselect._cli.main", "run", PLAN, "--results-dir", str(results), "--json"]
     print(f"run: {' '.join(cmd)}", flush=True)
     asked = datetime.now(UTC)
     with server_lock(lock):

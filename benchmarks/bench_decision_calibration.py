@@ -1,6 +1,6 @@
 """Decision calibration: the rule's error rates on simulated runs with a known truth, through its own functions.
 
-Every simulated run goes through `specselect.evidence.calibration.simulate_case`: requests drawn from a noise
+Every simulated run goes through `specselect._evidence.calibration.simulate_case`: requests drawn from a noise
 model fitted to this host's many-round runs (launch noise shared by adjacent launches, request noise, items that
 differ in prompt length and speedup), then the run's own analysis (`pipeline.rounds.analyse_look`: per-round log
 ratios, variances pooled over the run's pairs), decision (`pipeline.rounds.decide_pair` on the contract's evidence)
@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 from _common import Report, RunClock, TargetCheck, add_results_arguments, publish
-from specselect.evidence.calibration import CalibrationCase, CaseResult, NoiseModel, simulate_case
+from specselect._evidence.calibration import CalibrationCase, CaseResult, NoiseModel, simulate_case
 
 TITLE = "Decision calibration: error rates of the rule on simulated runs"
 LOOKS = (3, 4)
@@ -208,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
             model_snapshot=None,
             configuration=(
                 f"**Simulation:** {args.runs} runs per case, seed {args.seed}; noise model of "
-                "`specselect.evidence.calibration` (request noise 5 % E2E, TTFT 3 % + 10 ms jitter, prompts "
+                "`specselect._evidence.calibration` (request noise 5 % E2E, TTFT 3 % + 10 ms jitter, prompts "
                 "differing 40 % in TTFT and 10 % in speedup), fitted to an 8-round run of builtin:cpu-smoke on "
                 "this host (docs/statistics.md).",
             ),

@@ -47,16 +47,16 @@ from _common import (
     ratio,
     server_lock,
 )
-from specselect.engines.base import LaunchSpec, Proposal, RunningServer
-from specselect.engines.prometheus import MetricsSnapshot
-from specselect.engines.vllm.engine import VllmEngine
-from specselect.engines.vllm.specconfig import build_speculative_config
-from specselect.engines.vllm.telemetry import spec_decode_delta
-from specselect.measure import e2e_ms, run_load, ttft_ms
+from specselect._engines.base import LaunchSpec, Proposal, RunningServer
+from specselect._engines.prometheus import MetricsSnapshot
+from specselect._engines.vllm.engine import VllmEngine
+from specselect._engines.vllm.specconfig import build_speculative_config
+from specselect._engines.vllm.telemetry import spec_decode_delta
+from specselect._measure import e2e_ms, run_load, ttft_ms
+from specselect._workloads.loader import load_workload
 from specselect.records.measurement import Endpoint, SamplingParams, ScenarioSpec
 from specselect.records.telemetry import SpecTelemetry, build_spec_telemetry, summarize_per_request
 from specselect.records.workloads import Workload
-from specselect.workloads.loader import load_workload
 
 GROUPS = ("baseline", "ngram")
 
@@ -226,7 +226,7 @@ class NgramSetting:
     @classmethod
     def of(cls, args: argparse.Namespace) -> NgramSetting:
         """The plan candidate's k and prompt lookup window, each overridden by --k / --lookup when given."""
-        from specselect.plan import load_plan
+        from specselect._plan import load_plan
 
         plan = load_plan(args.plan).plan
         named = [c for c in plan.candidates if c.family == "ngram" and (args.candidate in (None, c.name))]

@@ -50,11 +50,11 @@ from _common import (
     vllm_bench_argv,
     write_sharegpt_prompts,
 )
-from specselect.engines.base import LaunchSpec
-from specselect.measure import request_order, run_load
+from specselect._engines.base import LaunchSpec
+from specselect._measure import request_order, run_load
+from specselect._workloads.loader import load_workload
 from specselect.records.measurement import Endpoint, SamplingParams, ScenarioSpec
 from specselect.records.workloads import WorkloadItem
-from specselect.workloads.loader import load_workload
 
 METRICS = (
     ("TTFT p50 (ms)", "ttft_ms", ".1f"),
@@ -265,7 +265,7 @@ class Measured:
 
 def measure(args: argparse.Namespace, items: list[WorkloadItem], setup: EngineSetup, spec: LaunchSpec) -> Measured:
     """Start the server and run both clients alternately, every round at every concurrency."""
-    from specselect.engines.vllm.engine import VllmEngine
+    from specselect._engines.vllm.engine import VllmEngine
 
     runs: list[dict[str, Any]] = []
     argv: list[str] = []

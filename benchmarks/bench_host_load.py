@@ -40,14 +40,14 @@ from _common import (
     publish,
     server_lock,
 )
-from specselect.engines.base import RunningServer
-from specselect.engines.vllm.engine import VllmEngine
-from specselect.measure import run_load
-from specselect.measure.hostload import HostLoadMeter
-from specselect.plan.sections import DEFAULT_MAX_HOST_FOREIGN_CPU_SHARE
+from specselect._engines.base import RunningServer
+from specselect._engines.vllm.engine import VllmEngine
+from specselect._measure import run_load
+from specselect._measure.hostload import HostLoadMeter
+from specselect._plan.sections import DEFAULT_MAX_HOST_FOREIGN_CPU_SHARE
+from specselect._workloads.loader import load_workload
 from specselect.records.measurement import Endpoint, SamplingParams, ScenarioSpec
 from specselect.records.workloads import Workload
-from specselect.workloads.loader import load_workload
 
 TITLE = "Host load: a neighbour's CPU share against the server's slowdown"
 LEVELS = ((1, 0.05), (1, 0.1), (1, 0.2), (1, 0.4), (2, 0.4))

@@ -42,9 +42,9 @@ from _common import (
     server_lock,
 )
 from bench_selection_cost import CONTROL_HEADERS, control_rows, plan_line
+from specselect._report.data import ReportData, load_report_data
 from specselect.records.evidence.result import ScenarioEvidence
 from specselect.records.evidence.rounds import RoundEstimate
-from specselect.report.data import ReportData, load_report_data
 
 TITLE = "Rerun agreement: the same plan twice, back to back"
 TARGET_S = 600.0
@@ -239,7 +239,7 @@ def run_twice(plan: str, results_dir: Path, lock: Path | None) -> list[TimedRun]
     """The plan run with each label in turn, each under the server lock and timed."""
     runs = []
     for label in LABELS:
-        argv = [sys.executable, "-m", "specselect.cli.main", "run", plan, "--label", label,
+        argv = [sys.executable, "-m", "specselect._cli.main", "run", plan, "--label", label,
                 "--results-dir", str(results_dir), "--json"]  # fmt: skip
         print(f"run:   {' '.join(argv[1:])}", flush=True)
         asked = time.monotonic()

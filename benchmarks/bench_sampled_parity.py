@@ -1,8 +1,8 @@
 """The distribution test's error rates: false alarms on identical laws and power against planted faults.
 
-Every simulated run draws outputs from `specselect.evidence.sampling_model.SyntheticModel` (a bigram target with
+Every simulated run draws outputs from `specselect._evidence.sampling_model.SyntheticModel` (a bigram target with
 a known law, served plainly or speculatively) for both sides and judges them with the project's own test,
-`specselect.evidence.sampled_parity.sampled_parity`, at its default policy (999 label permutations, Westfall-Young
+`specselect._evidence.sampled_parity.sampled_parity`, at its default policy (999 label permutations, Westfall-Young
 min-p over the statistics at a family-wise 5 %).
 
 Cases at a baseline temperature of 0.7, top-p 1.0:
@@ -32,8 +32,8 @@ from pathlib import Path
 import numpy as np
 
 from _common import Report, RunClock, TargetCheck, add_results_arguments, publish
-from specselect.evidence.sampled_parity import PromptSamples, sampled_parity
-from specselect.evidence.sampling_model import SamplerSettings, SyntheticModel
+from specselect._evidence.sampled_parity import PromptSamples, sampled_parity
+from specselect._evidence.sampling_model import SamplerSettings, SyntheticModel
 from specselect.records.evidence.sampled_parity import SampledParity
 
 TITLE = "Sampled-output parity: the distribution test's false alarms and power"
@@ -172,8 +172,8 @@ def main(argv: list[str] | None = None) -> int:
             model_snapshot=None,
             configuration=(
                 f"**Simulation:** {args.runs} runs per cell, seed {args.seed}; a 48-token bigram target of "
-                "`specselect.evidence.sampling_model` (32 tokens per output), the test of "
-                "`specselect.evidence.sampled_parity` at its default policy.",
+                "`specselect._evidence.sampling_model` (32 tokens per output), the test of "
+                "`specselect._evidence.sampled_parity` at its default policy.",
             ),
             targets=tuple(checks),
         )

@@ -49,10 +49,10 @@ from _common import (
     server_lock,
     utc_stamp,
 )
-from specselect.core.status import RunStatus
+from specselect._core.status import RunStatus
+from specselect._report.data import ReportData, load_report_data
 from specselect.records.evidence.result import ScenarioEvidence
 from specselect.records.group import GroupResult, ServerLife
-from specselect.report.data import ReportData, load_report_data
 
 TARGET_S = 600.0
 _STAGE = re.compile(r"^\[\s*([\d.]+)s\] == (.*)$")
@@ -394,7 +394,7 @@ def configuration(data: ReportData, timed: Timed, fresh_home: bool) -> tuple[str
 
 
 def _cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "specselect.cli.main", *args]
+    return [sys.executable, "-m", "specselect._cli.main", *args]
 
 
 def _timed_setup(setup_cmd: list[str], env: dict[str, str]) -> SetupTiming:

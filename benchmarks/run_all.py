@@ -38,7 +38,7 @@ from _common import (
     section_names,
     utc_stamp,
 )
-from specselect.common.fileio import atomic_write_text
+from specselect._common.fileio import atomic_write_text
 
 HEADER = SECTIONS[0]
 BENCHMARKS = SECTIONS[1:]

@@ -2,7 +2,7 @@
 
 import sys
 
-from specselect.cli.main import main
+from specselect._cli.main import main
 
 __all__: list[str] = []
 

@@ -14,16 +14,16 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, TypedDict, Unpack
 
-from specselect.artifacts.store import RunDocuments, load_run
-from specselect.common.home import default_home
+from specselect._artifacts.store import RunDocuments, load_run
+from specselect._common.home import default_home
+from specselect._plan import LoadedPlan
+from specselect._report import write_reports
+from specselect._runner.check import CheckOptions, CheckOutcome, run_check
+from specselect._runner.preflight import validate_plan
+from specselect._runner.progress import Progress, SilentProgress, make_progress
+from specselect._runner.run import RunOptions, RunOutcome, probe_plan, run_plan
 from specselect.errors import MissingDependencyError
-from specselect.plan import LoadedPlan
 from specselect.records.evidence.result import ScenarioEvidence
-from specselect.report import write_reports
-from specselect.runner.check import CheckOptions, CheckOutcome, run_check
-from specselect.runner.preflight import validate_plan
-from specselect.runner.progress import Progress, SilentProgress, make_progress
-from specselect.runner.run import RunOptions, RunOutcome, probe_plan, run_plan
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -1,6 +1,6 @@
 """The four seed-compatible functions of the selection contract (section 7), over plain dicts.
 
-Each one is a thin adapter over the typed core (`specselect.core`), so every rule has one implementation.
+Each one is a thin adapter over the typed core (`specselect._core`), so every rule has one implementation.
 Dict inputs are checked at the boundary: a missing or NaN value counts as absent, anything of the wrong
 type raises TypeError/ValueError with a one-line message naming the function, the key and the fix.
 Numeric strings are not accepted.
@@ -15,11 +15,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from specselect.core.decision import Thresholds, decide
-from specselect.core.families import classify_family, family_names
-from specselect.core.gates import AdmissionInput, GateCheck, admit
-from specselect.core.pairing import RATIO_FIELDS, PairEvidence, SideMetrics, build_pair_evidence, valid_ratio
-from specselect.core.status import EvidenceStatus, RunStatus
+from specselect._core.decision import Thresholds, decide
+from specselect._core.families import classify_family, family_names
+from specselect._core.gates import AdmissionInput, GateCheck, admit
+from specselect._core.pairing import RATIO_FIELDS, PairEvidence, SideMetrics, build_pair_evidence, valid_ratio
+from specselect._core.status import EvidenceStatus, RunStatus
 
 __all__ = [
     "admit_speculative_candidate",

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from specselect.artifacts.layout import RunLayout
-from specselect.artifacts.store import load_document
+from specselect._artifacts.layout import RunLayout
+from specselect._artifacts.store import load_document
 from specselect.records.group import GroupResult
 from specselect.records.results import EvidenceFile, Manifest
 
@@ -29,7 +29,7 @@ BUDGET_S = 600.0
 def test_default_plan_end_to_end(tmp_path: Path) -> None:
     t0 = time.monotonic()
     done = subprocess.run(
-        [sys.executable, "-m", "specselect.cli.main", "run", "--label", "default", "--results-dir", str(tmp_path)],
+        [sys.executable, "-m", "specselect._cli.main", "run", "--label", "default", "--results-dir", str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=1800,

@@ -138,9 +138,9 @@ def write_workload(path: Path, items: Iterable[Mapping[str, Any]]) -> None:
 
 
 def specselect(*args: str, cwd: Path, timeout: float = 1500) -> subprocess.CompletedProcess[str]:
-    """Run `python -m specselect.cli.main *args` in `cwd`, capturing its text output (never raises on exit)."""
+    """Run `python -m specselect._cli.main *args` in `cwd`, capturing its text output (never raises on exit)."""
     return subprocess.run(
-        [sys.executable, "-m", "specselect.cli.main", *args],
+        [sys.executable, "-m", "specselect._cli.main", *args],
         cwd=cwd,
         capture_output=True,
         text=True,
@@ -150,11 +150,11 @@ def specselect(*args: str, cwd: Path, timeout: float = 1500) -> subprocess.Compl
 
 
 def start_specselect(*args: str, cwd: Path, env: Mapping[str, str] | None = None) -> tuple[subprocess.Popen[str], Path]:
-    """Start `python -m specselect.cli.main *args` in `cwd` in the background, its output in `cwd/run.log`."""
+    """Start `python -m specselect._cli.main *args` in `cwd` in the background, its output in `cwd/run.log`."""
     log = cwd / "run.log"
     with open(log, "w") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "specselect.cli.main", *args],
+            [sys.executable, "-m", "specselect._cli.main", *args],
             cwd=cwd,
             stdout=out,
             stderr=subprocess.STDOUT,

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from _reduced_plan import RecordedRun, run_recorded_plan
 
-from specselect.assets import resolve_model
-from specselect.engines.base import LaunchSpec
-from specselect.engines.vllm.engine import VllmEngine
-from specselect.engines.vllm.envsetup import EngineEnv, ensure_managed_vllm_env
+from specselect._assets import resolve_model
+from specselect._engines.base import LaunchSpec
+from specselect._engines.vllm.engine import VllmEngine
+from specselect._engines.vllm.envsetup import EngineEnv, ensure_managed_vllm_env
 from specselect.records.assets import ResolvedModel
 
 CPU_SERVER_ENV = {"VLLM_CPU_KVCACHE_SPACE": "2"}

@@ -16,19 +16,19 @@ from typing import Any
 import psutil
 import pytest
 
-from specselect.engines.base import LaunchSpec, Proposal, RunningServer
-from specselect.engines.http import local_request, port_is_free
-from specselect.engines.vllm.engine import VllmEngine
-from specselect.engines.vllm.specconfig import build_speculative_config
-from specselect.engines.vllm.telemetry import request_spec_metrics, spec_decode_delta
+from specselect._engines.base import LaunchSpec, Proposal, RunningServer
+from specselect._engines.http import local_request, port_is_free
+from specselect._engines.vllm.engine import VllmEngine
+from specselect._engines.vllm.specconfig import build_speculative_config
+from specselect._engines.vllm.telemetry import request_spec_metrics, spec_decode_delta
+from specselect._measure import run_load
+from specselect._measure.memory import PeakMemorySampler
+from specselect._workloads import load_workload
 from specselect.errors import ServerStartError
-from specselect.measure import run_load
-from specselect.measure.memory import PeakMemorySampler
 from specselect.records.measurement import Endpoint, SamplingParams, ScenarioResult, ScenarioSpec
 from specselect.records.memory import PeakMemory
 from specselect.records.server import ReleaseCheck, SanityResult
 from specselect.records.telemetry import SpecTelemetry, build_spec_telemetry, summarize_per_request
-from specselect.workloads import load_workload
 
 pytestmark = pytest.mark.integration
 

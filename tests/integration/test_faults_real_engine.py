@@ -34,10 +34,10 @@ import psutil
 import pytest
 import tomli_w
 
-from specselect.artifacts.layout import RunLayout
-from specselect.artifacts.store import load_document
-from specselect.artifacts.verify import verify_run
-from specselect.engines.vllm.envsetup import EngineEnv
+from specselect._artifacts.layout import RunLayout
+from specselect._artifacts.store import load_document
+from specselect._artifacts.verify import verify_run
+from specselect._engines.vllm.envsetup import EngineEnv
 from specselect.records.group import GroupResult
 from specselect.records.results import Manifest
 
@@ -103,7 +103,7 @@ class Specselect:
         self.seen: list[str] = []
         self.stdout: list[str] = []
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "specselect.cli.main", *args],
+            [sys.executable, "-m", "specselect._cli.main", *args],
             cwd=workdir,
             env={**os.environ, KEY_ENV: PLANTED, "PYTHONUNBUFFERED": "1"},
             stdout=subprocess.PIPE,
@@ -430,7 +430,7 @@ def test_engine_that_never_becomes_ready_times_out_with_the_log_tail(workdir: Pa
 
 def test_explicit_port_taken_starts_no_server_and_names_the_port(workdir: Path) -> None:
     """The plan pins a port that something else listens on: no engine is spawned and the port is named --
-    by the preflight audit (exit 2, once runner/preflight.py checks it) or as the group's start failure."""
+    by the preflight audit (exit 2, once _runner/preflight.py checks it) or as the group's start failure."""
     holder = socket.socket()
     holder.bind(("127.0.0.1", 0))
     holder.listen()

@@ -14,20 +14,20 @@ from pathlib import Path
 import pytest
 from _reduced_plan import RecordedRun, recorded_plan, specselect
 
-from specselect.artifacts.check import CheckReport
-from specselect.artifacts.layout import RunLayout
-from specselect.artifacts.store import load_document
-from specselect.engines.prometheus import MetricsSnapshot
-from specselect.engines.server import ServerOptions, ServerProcess
-from specselect.engines.vllm.engine import VllmEngine
-from specselect.engines.vllm.envsetup import EngineEnv
-from specselect.evidence.regression import acceptance_problems
-from specselect.measure import run_load
-from specselect.plan import load_plan
+from specselect._artifacts.check import CheckReport
+from specselect._artifacts.layout import RunLayout
+from specselect._artifacts.store import load_document
+from specselect._engines.prometheus import MetricsSnapshot
+from specselect._engines.server import ServerOptions, ServerProcess
+from specselect._engines.vllm.engine import VllmEngine
+from specselect._engines.vllm.envsetup import EngineEnv
+from specselect._evidence.regression import acceptance_problems
+from specselect._measure import run_load
+from specselect._plan import load_plan
+from specselect._workloads.loader import load_workload
 from specselect.records.group import GroupResult
 from specselect.records.handoff import Handoff
 from specselect.records.measurement import CacheSaltPolicy, Endpoint, SamplingParams, ScenarioSpec
-from specselect.workloads.loader import load_workload
 
 pytestmark = pytest.mark.integration
 

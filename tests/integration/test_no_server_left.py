@@ -28,7 +28,7 @@ from _reduced_plan import (
     write_workload,
 )
 
-from specselect.engines.serverrecords import ServerRecord
+from specselect._engines.serverrecords import ServerRecord
 
 pytestmark = pytest.mark.integration
 

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 from _reduced_plan import COPY_LIST, specselect, write_workload
 
-from specselect.artifacts.layout import RunLayout
-from specselect.artifacts.store import load_document, load_records
-from specselect.engines.base import RunningServer
-from specselect.engines.http import local_request
-from specselect.engines.vllm.engine import VllmEngine
+from specselect._artifacts.layout import RunLayout
+from specselect._artifacts.store import load_document, load_records
+from specselect._engines.base import RunningServer
+from specselect._engines.http import local_request
+from specselect._engines.vllm.engine import VllmEngine
 from specselect.records.group import GroupResult
 from specselect.records.handoff import Handoff
 from specselect.records.results import EvidenceFile, Manifest

@@ -26,9 +26,9 @@ import aiohttp
 import pytest
 from _reduced_plan import RecordedRun, specselect
 
-from specselect.artifacts.layout import RunLayout
-from specselect.report.console import report_decision_rows
-from specselect.report.data import load_report_data
+from specselect._artifacts.layout import RunLayout
+from specselect._report.console import report_decision_rows
+from specselect._report.data import load_report_data
 
 pytestmark = pytest.mark.integration
 

@@ -11,8 +11,8 @@ import psutil
 import pytest
 from _reduced_plan import RecordedRun, specselect
 
-from specselect.artifacts.layout import RunLayout
-from specselect.artifacts.store import load_document, load_records
+from specselect._artifacts.layout import RunLayout
+from specselect._artifacts.store import load_document, load_records
 from specselect.records.group import GroupResult
 from specselect.records.handoff import Handoff
 from specselect.records.results import EvidenceFile, Manifest, PreflightFile

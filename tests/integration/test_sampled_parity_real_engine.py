@@ -25,8 +25,8 @@ from pathlib import Path
 import pytest
 from _reduced_plan import cpu_plan_head, specselect
 
-from specselect.artifacts.layout import RunLayout
-from specselect.artifacts.store import load_document
+from specselect._artifacts.layout import RunLayout
+from specselect._artifacts.store import load_document
 from specselect.records.group import GroupResult
 from specselect.records.results import EvidenceFile
 

@@ -14,18 +14,18 @@ from typing import Any
 
 import pytest
 
-from specselect.assets import prepare_builtin, resolve_model
-from specselect.assets.builtin import MODEL_MARKER, SMOLLM2_PACKAGE
-from specselect.assets.packages import asset_package_dir
-from specselect.common.home import default_home
-from specselect.core.gates import AdmissionInput, admit
-from specselect.core.status import RunStatus
-from specselect.engines import EngineSetup, GroupContext
-from specselect.engines.vllm.engine import VllmEngine
-from specselect.engines.vllm.envsetup import EngineEnv, ensure_managed_vllm_env
-from specselect.engines.vllm.probe import probe_vllm
-from specselect.plan import load_plan
-from specselect.plan.candidates import Candidate
+from specselect._assets import prepare_builtin, resolve_model
+from specselect._assets.builtin import MODEL_MARKER, SMOLLM2_PACKAGE
+from specselect._assets.packages import asset_package_dir
+from specselect._common.home import default_home
+from specselect._core.gates import AdmissionInput, admit
+from specselect._core.status import RunStatus
+from specselect._engines import EngineSetup, GroupContext
+from specselect._engines.vllm.engine import VllmEngine
+from specselect._engines.vllm.envsetup import EngineEnv, ensure_managed_vllm_env
+from specselect._engines.vllm.probe import probe_vllm
+from specselect._plan import load_plan
+from specselect._plan.candidates import Candidate
 
 pytestmark = pytest.mark.integration
 

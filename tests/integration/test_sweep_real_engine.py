@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 from _reduced_plan import specselect
 
-from specselect.artifacts.layout import RunLayout
-from specselect.artifacts.store import load_document
-from specselect.artifacts.verify import verify_run
-from specselect.plan.loader import builtin_plan_text
+from specselect._artifacts.layout import RunLayout
+from specselect._artifacts.store import load_document
+from specselect._artifacts.verify import verify_run
+from specselect._plan.loader import builtin_plan_text
 from specselect.records.evidence.sweeps import SweepAnalysis
 from specselect.records.group import GroupResult
 from specselect.records.handoff import Handoff

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from specselect.artifacts.layout import RunLayout
-from specselect.artifacts.store import load_document
+from specselect._artifacts.layout import RunLayout
+from specselect._artifacts.store import load_document
 from specselect.records.group import GroupResult
 from specselect.records.handoff import Handoff
 from specselect.records.results import EvidenceFile, Manifest, PreflightFile
@@ -68,7 +68,7 @@ def test_a_candidate_on_another_target_runs_against_its_own_baseline(tmp_path: P
     (tmp_path / "copy.jsonl").write_text("".join(json.dumps(item) + "\n" for item in WORKLOAD))
     (tmp_path / "plan.toml").write_text(PLAN)
     done = subprocess.run(
-        [sys.executable, "-m", "specselect.cli.main", "run", "plan.toml", "--results-dir", "results", "--json"],
+        [sys.executable, "-m", "specselect._cli.main", "run", "plan.toml", "--results-dir", "results", "--json"],
         cwd=tmp_path,
         capture_output=True,
         text=True,

@@ -12,20 +12,20 @@ from typing import Any, Literal
 import pytest
 from test_assets_files import tiny_llama
 
-from specselect.admission import Gathered, capacity_check
-from specselect.assets.memory_estimate import CPU_RUNTIME_OVERHEAD_MB, MemoryTerms, estimate_memory
-from specselect.core.gates import AdmissionResult, admit
-from specselect.core.status import RunStatus
-from specselect.engines import EngineSetup, GroupContext
-from specselect.engines.settings import memory_flags
-from specselect.engines.sglang.engine import SglangEngine
-from specselect.engines.sglang.gate import sglang_method
-from specselect.engines.sglang.specargs import supported_methods
-from specselect.engines.vllm.controllers import KNOWN_CONTROLLERS
-from specselect.engines.vllm.engine import VllmEngine
+from specselect._admission import Gathered, capacity_check
+from specselect._assets.memory_estimate import CPU_RUNTIME_OVERHEAD_MB, MemoryTerms, estimate_memory
+from specselect._core.gates import AdmissionResult, admit
+from specselect._core.status import RunStatus
+from specselect._engines import EngineSetup, GroupContext
+from specselect._engines.settings import memory_flags
+from specselect._engines.sglang.engine import SglangEngine
+from specselect._engines.sglang.gate import sglang_method
+from specselect._engines.sglang.specargs import supported_methods
+from specselect._engines.vllm.controllers import KNOWN_CONTROLLERS
+from specselect._engines.vllm.engine import VllmEngine
+from specselect._plan import EngineConfig, TargetConfig, load_plan
+from specselect._plan.candidates import Candidate
 from specselect.errors import ConfigError
-from specselect.plan import EngineConfig, TargetConfig, load_plan
-from specselect.plan.candidates import Candidate
 from specselect.records.assets import ResolvedModel
 from specselect.records.capabilities import DeviceInfo, EngineCapabilities, SglangCapabilities, VllmCapabilities
 

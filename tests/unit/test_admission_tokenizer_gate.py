@@ -7,9 +7,9 @@ from pathlib import Path
 
 from test_assets_tokenizer_id import FIXTURES, edit_tokenizer, fixture_model
 
-from specselect.admission.compat import check_compatibility
-from specselect.assets.builtin import BUILTIN_MODELS
-from specselect.assets.refs import describe_model_dir, resolve_model
+from specselect._admission.compat import check_compatibility
+from specselect._assets.builtin import BUILTIN_MODELS
+from specselect._assets.refs import describe_model_dir, resolve_model
 
 
 def test_gate_4_passes_the_qwen_pair_on_fingerprints() -> None:

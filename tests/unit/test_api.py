@@ -20,11 +20,11 @@ import pytest
 
 import specselect
 from specselect import api
-from specselect.engines.openai.engine import AttachedServer, OpenAIEndpointEngine
+from specselect._engines.openai.engine import AttachedServer, OpenAIEndpointEngine
+from specselect._plan import builtin_plan_text
+from specselect._runner.progress import SilentProgress
 from specselect.errors import ConfigError, MissingDependencyError, PlanError, ResultsError, UsageError
-from specselect.plan import builtin_plan_text
 from specselect.records.server import SanityResult
-from specselect.runner.progress import SilentProgress
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests.stubs is test support, not in the package
 from tests.stubs.openai_stub import StubBehavior, StubServer
@@ -425,7 +425,7 @@ def test_the_package_re_exports_the_api_and_imports_it_only_when_used() -> None:
         api.run,
         api.to_pandas,
     ]
-    code = "import sys, specselect; print('specselect.api' in sys.modules, 'specselect.runner' in sys.modules)"
+    code = "import sys, specselect; print('specselect.api' in sys.modules, 'specselect._runner' in sys.modules)"
     fresh = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert fresh.stdout == "False False\n"
     with pytest.raises(AttributeError, match="module 'specselect' has no attribute 'nope'"):

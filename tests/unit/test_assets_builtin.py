@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from specselect.assets import prepare_builtin, resolve_model
-from specselect.assets.builtin import MODEL_MARKER, SMOLLM2_PACKAGE, locate_gguf
-from specselect.assets.packages import PACKAGE_MARKER, asset_package_dir
-from specselect.assets.safetensors_meta import read_header
+from specselect._assets import prepare_builtin, resolve_model
+from specselect._assets.builtin import MODEL_MARKER, SMOLLM2_PACKAGE, locate_gguf
+from specselect._assets.packages import PACKAGE_MARKER, asset_package_dir
+from specselect._assets.safetensors_meta import read_header
 from specselect.errors import EngineSetupError
 
 # Stands in for convert_script.py run by the engine python: writes a tiny 6-layer llama into --out.

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from test_assets_builtin import fake_engine_python
 
-from specselect.assets import chunked, resources
-from specselect.assets.chunked import (
+from specselect._assets import chunked, resources
+from specselect._assets.chunked import (
     ChunkedProvenance,
     chunked_model_dir,
     gguf_path,
@@ -20,8 +20,8 @@ from specselect.assets.chunked import (
     prepare_chunked,
     resolve_chunked,
 )
-from specselect.assets.marker import MODEL_MARKER
-from specselect.assets.specs import BuiltinModel, ChunkedGguf, ChunkPart, Licences
+from specselect._assets.marker import MODEL_MARKER
+from specselect._assets.specs import BuiltinModel, ChunkedGguf, ChunkPart, Licences
 from specselect.errors import EngineSetupError
 
 # Stands in for the engine python: `-m pip install ... --target DIR REQ...` writes the parts listed in

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from specselect.assets.chunks import join_chunks, part_file
-from specselect.assets.qwen_parts import QWEN_CODER_0_5B_GGUF, QWEN_CODER_1_5B_GGUF
-from specselect.assets.specs import ChunkedGguf, ChunkPart, Licences
+from specselect._assets.chunks import join_chunks, part_file
+from specselect._assets.qwen_parts import QWEN_CODER_0_5B_GGUF, QWEN_CODER_1_5B_GGUF
+from specselect._assets.specs import ChunkedGguf, ChunkPart, Licences
 from specselect.errors import EngineSetupError
 
 LICENCES = Licences(upstream="Apache-2.0", upstream_model="org/tiny", packages="none stated")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from specselect.assets import convert_script
-from specselect.assets.gguf import ConverterReport
+from specselect._assets import convert_script
+from specselect._assets.gguf import ConverterReport
 
 
 def test_the_gguf_name_is_dropped_from_the_saved_config(tmp_path: Path) -> None:

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from specselect.common.home import default_home
-from specselect.common.pyenv import run_logged, script_command
-from specselect.engines.vllm import envsetup
-from specselect.engines.vllm.envsetup import (
+from specselect._common.home import default_home
+from specselect._common.pyenv import run_logged, script_command
+from specselect._engines.vllm import envsetup
+from specselect._engines.vllm.envsetup import (
     ENV_MARKER,
     EngineEnv,
     ensure_managed_vllm_env,

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from test_assets_files import tiny_llama
 
-from specselect.assets import resolve_model
-from specselect.assets.config_facts import estimate_params_from_config, has_native_mtp, mtp_layer_count
-from specselect.assets.hf_cache import hub_cache_dir, is_hf_id
+from specselect._assets import resolve_model
+from specselect._assets.config_facts import estimate_params_from_config, has_native_mtp, mtp_layer_count
+from specselect._assets.hf_cache import hub_cache_dir, is_hf_id
 from specselect.errors import EngineSetupError
 
 COMMIT_A = "a" * 40

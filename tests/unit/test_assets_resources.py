@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from specselect.assets import resources
+from specselect._assets import resources
 from specselect.errors import EngineSetupError
 
 

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from test_report_sample import build_run
 
-from specselect.core.status import Decision
+from specselect._core.status import Decision
+from specselect._report.data import ReportData, load_report_data
 from specselect.records.evidence.rounds import RoundEstimate
-from specselect.report.data import ReportData, load_report_data
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 

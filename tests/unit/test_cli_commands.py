@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from specselect.cli.main import main
-from specselect.cli.schema import SCHEMAS, schema_for
-from specselect.plan import Plan, builtin_plan_text, load_plan
+from specselect._cli.main import main
+from specselect._cli.schema import SCHEMAS, schema_for
+from specselect._plan import Plan, builtin_plan_text, load_plan
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

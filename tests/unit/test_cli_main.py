@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 import specselect
-import specselect.cli.validate
+import specselect._cli.validate
 from specselect import errors
-from specselect.cli.main import COMMAND_MODULES, EXIT_CODES_HELP, main
+from specselect._cli.main import COMMAND_MODULES, EXIT_CODES_HELP, main
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -62,7 +62,7 @@ def _failing_handler(monkeypatch: pytest.MonkeyPatch, exc: BaseException) -> Non
     def handler(args: argparse.Namespace) -> int:
         raise exc
 
-    monkeypatch.setattr(specselect.cli.validate, "run", handler)
+    monkeypatch.setattr(specselect._cli.validate, "run", handler)
 
 
 @pytest.mark.parametrize(
@@ -114,7 +114,7 @@ def test_closed_output_pipe_exits_141_quietly(
 def test_console_script_in_a_subprocess(tmp_path: Path) -> None:
     bad = tmp_path / "bad.toml"
     bad.write_text('schema_version = 1\nlabel = "bad label"\n', encoding="utf-8")
-    cmd = [sys.executable, "-m", "specselect.cli.main"]
+    cmd = [sys.executable, "-m", "specselect._cli.main"]
     ok = subprocess.run(
         [*cmd, "validate", "builtin:cpu-smoke"], check=False, capture_output=True, text=True, timeout=120
     )

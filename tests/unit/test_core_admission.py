@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from specselect.core import (
+from specselect._core import (
     ADMISSION_STATUSES,
     GATE_ORDER,
     AdmissionInput,

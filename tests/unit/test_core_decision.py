@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from specselect.core import (
+from specselect._core import (
     CHECK_NAMES,
     Decision,
     DecisionResult,
@@ -20,7 +20,7 @@ from specselect.core import (
     decide,
     summarize_verdict,
 )
-from specselect.core.decision import LATENCY_UNSETTLED, NO_INTERVAL, NO_LAUNCH_REPLICATION
+from specselect._core.decision import LATENCY_UNSETTLED, NO_INTERVAL, NO_LAUNCH_REPLICATION
 
 DEFAULT = Thresholds()
 

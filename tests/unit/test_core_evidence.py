@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from specselect.core import EvidenceStatus, PairEvidence, RunStatus, SideMetrics, build_pair_evidence
+from specselect._core import EvidenceStatus, PairEvidence, RunStatus, SideMetrics, build_pair_evidence
 
 COMMON: dict[str, Any] = {
     "run_status": "completed",

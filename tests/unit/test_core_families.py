@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from specselect._core import FAMILIES, AssetKind, Dependency, UnknownFamilyError, classify_family, family_names
 from specselect.contract import classify_speculative_strategy
-from specselect.core import FAMILIES, AssetKind, Dependency, UnknownFamilyError, classify_family, family_names
 
 BASIC = ("proposed_tokens", "accepted_tokens")
 

@@ -9,12 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specselect.contract import (
-    admit_speculative_candidate,
-    build_speculative_pair_evidence,
-    decide_speculative_candidate,
-)
-from specselect.core import (
+from specselect._core import (
     ADMISSION_STATUSES,
     CHECK_NAMES,
     GATE_ORDER,
@@ -32,6 +27,11 @@ from specselect.core import (
     build_pair_evidence,
     decide,
     family_names,
+)
+from specselect.contract import (
+    admit_speculative_candidate,
+    build_speculative_pair_evidence,
+    decide_speculative_candidate,
 )
 
 FAST = settings(max_examples=60, deadline=None)

@@ -13,7 +13,7 @@ import pytest
 from test_admission_gather import caps
 from tests.fakegpu import FakeGpu, FakeMig, fake_nvml
 
-from specselect.engines.devices import (
+from specselect._engines.devices import (
     DeviceScan,
     device_findings,
     group_budget_mb,
@@ -23,9 +23,9 @@ from specselect.engines.devices import (
     visible_devices,
     visible_setting,
 )
-from specselect.engines.probing import device_budget
-from specselect.measure.memory import PeakMemorySampler
-from specselect.plan import load_plan
+from specselect._engines.probing import device_budget
+from specselect._measure.memory import PeakMemorySampler
+from specselect._plan import load_plan
 from specselect.records.capabilities import DeviceInfo, VllmCapabilities
 
 A100 = "GPU-5f3c9d2e-8a1b-4c7d-9e0f-112233445566"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from specselect.engines import registry
-from specselect.engines.registry import EngineEntry, get_engine, known_engine_kinds
-from specselect.engines.vllm.engine import VllmEngine
+from specselect._engines import registry
+from specselect._engines.registry import EngineEntry, get_engine, known_engine_kinds
+from specselect._engines.vllm.engine import VllmEngine
 from specselect.errors import ConfigError, MissingDependencyError
 
 

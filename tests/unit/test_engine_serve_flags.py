@@ -10,16 +10,16 @@ from typing import Any
 
 import pytest
 
-from specselect.admission.gather import Gathered
-from specselect.assets.memory_estimate import DEFAULT_CPU_KVCACHE_GIB
-from specselect.core.gates import AdmissionInput, GateCheck
-from specselect.engines.base import EngineSetup, GroupContext
-from specselect.engines.openai.engine import OpenAIEndpointEngine
-from specselect.engines.sglang.engine import SglangEngine
-from specselect.engines.vllm.controllers import KNOWN_CONTROLLERS
-from specselect.engines.vllm.engine import VllmEngine
-from specselect.engines.vllm.launch import VLLM_SERVER_MODULE
-from specselect.plan import Candidate, EngineConfig, TargetConfig
+from specselect._admission.gather import Gathered
+from specselect._assets.memory_estimate import DEFAULT_CPU_KVCACHE_GIB
+from specselect._core.gates import AdmissionInput, GateCheck
+from specselect._engines.base import EngineSetup, GroupContext
+from specselect._engines.openai.engine import OpenAIEndpointEngine
+from specselect._engines.sglang.engine import SglangEngine
+from specselect._engines.vllm.controllers import KNOWN_CONTROLLERS
+from specselect._engines.vllm.engine import VllmEngine
+from specselect._engines.vllm.launch import VLLM_SERVER_MODULE
+from specselect._plan import Candidate, EngineConfig, TargetConfig
 from specselect.records.assets import ResolvedModel
 from specselect.records.capabilities import DeviceInfo, SglangCapabilities, VllmCapabilities
 from specselect.records.server import ServeFlags

@@ -16,9 +16,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from specselect.engines import server as server_mod
-from specselect.engines.http import local_request, pick_free_port, port_is_free
-from specselect.engines.server import ServerOptions, ServerProcess, cache_env, read_log_tail
+from specselect._engines import server as server_mod
+from specselect._engines.http import local_request, pick_free_port, port_is_free
+from specselect._engines.server import ServerOptions, ServerProcess, cache_env, read_log_tail
 from specselect.errors import ServerCrashedError, ServerStartError, ServerTimeoutError
 
 FAKE = Path(__file__).parent / "data" / "engine_fake_server.py"

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from specselect.engines.base import Proposal
-from specselect.engines.vllm.specconfig import (
+from specselect._engines.base import Proposal
+from specselect._engines.vllm.specconfig import (
     FALLBACK_CONFIG_KEYS,
     METHOD_OPTIONS,
     build_speculative_config,

@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from specselect.common.secrets import redact_argv, redact_text
-from specselect.engines.base import Engine, LaunchSpec, Proposal
-from specselect.engines.http import sanity_check
-from specselect.engines.vllm.engine import VllmEngine
-from specselect.engines.vllm.launch import VLLM_SERVER_MODULE, build_vllm_argv
-from specselect.engines.vllm.specconfig import build_speculative_config
-from specselect.engines.vllm.telemetry import spec_decode_delta
+from specselect._common.secrets import redact_argv, redact_text
+from specselect._engines.base import Engine, LaunchSpec, Proposal
+from specselect._engines.http import sanity_check
+from specselect._engines.vllm.engine import VllmEngine
+from specselect._engines.vllm.launch import VLLM_SERVER_MODULE, build_vllm_argv
+from specselect._engines.vllm.specconfig import build_speculative_config
+from specselect._engines.vllm.telemetry import spec_decode_delta
 from specselect.errors import ConfigError, ProtocolError
 
 DATA = Path(__file__).parent / "data"

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from specselect.engines.server import cache_env
-from specselect.engines.vllm.sharedcache import share_model_class_cache
+from specselect._engines.server import cache_env
+from specselect._engines.vllm.sharedcache import share_model_class_cache
 
 
 def test_two_servers_see_one_modelinfos_directory_and_keep_their_own_cache_root(tmp_path: Path) -> None:

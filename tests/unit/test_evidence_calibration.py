@@ -3,7 +3,7 @@ regression in coverage, false accepts or power fails here; the full table is ben
 
 from __future__ import annotations
 
-from specselect.evidence.calibration import CalibrationCase, NoiseModel, simulate_case
+from specselect._evidence.calibration import CalibrationCase, NoiseModel, simulate_case
 
 RUNS = 250
 HOST = NoiseModel(launch_sd=0.06, round_correlation=0.7)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from specselect.evidence.categories import acceptance_summary, category_breakdown
-from specselect.evidence.samples import RequestPair, RequestSample
+from specselect._evidence.categories import acceptance_summary, category_breakdown
+from specselect._evidence.samples import RequestPair, RequestSample
 from specselect.records.evidence.categories import UNCATEGORIZED
 from specselect.records.evidence.stats import BootstrapPolicy
 from specselect.records.telemetry import RequestSpecMetrics

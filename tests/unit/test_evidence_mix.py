@@ -8,10 +8,10 @@ import math
 import numpy as np
 import pytest
 
-from specselect.evidence.mix import CellSpeedup, MixCell, mix_speedup
-from specselect.evidence.rounds.estimate import pair_estimate
-from specselect.evidence.samples import RequestPair, RequestSample
-from specselect.evidence.stats import throughput_speedup
+from specselect._evidence.mix import CellSpeedup, MixCell, mix_speedup
+from specselect._evidence.rounds.estimate import pair_estimate
+from specselect._evidence.samples import RequestPair, RequestSample
+from specselect._evidence.stats import throughput_speedup
 from specselect.records.evidence.mix import MixPolicy
 from specselect.records.evidence.stats import BootstrapPolicy
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from specselect.evidence.parity import (
+from specselect._evidence.parity import (
     CHARACTER_LEVEL_NOTE,
     Output,
     baseline_consistency,
@@ -17,7 +17,7 @@ from specselect.evidence.parity import (
     quality_ok_from_verdict,
     scenario_parity,
 )
-from specselect.evidence.samples import RequestKey
+from specselect._evidence.samples import RequestKey
 from specselect.records.evidence.parity import ParityPolicy, ParityVerdict
 from specselect.records.measurement import ErrorKind, RequestRecord
 

@@ -11,9 +11,9 @@ import pytest
 from test_evidence_pipeline_tracks import ACTIVE, KEY, scenario_run
 from test_evidence_pipeline_tracks import records as one_launch_records
 
-from specselect.core.decision import Thresholds
-from specselect.core.status import RunStatus
-from specselect.evidence.pipeline import EvidenceSettings, InMemoryRecords, build_evidence
+from specselect._core.decision import Thresholds
+from specselect._core.status import RunStatus
+from specselect._evidence.pipeline import EvidenceSettings, InMemoryRecords, build_evidence
 from specselect.records.evidence.result import Evidence
 from specselect.records.evidence.rounds import LookSchedule
 from specselect.records.evidence.stats import BootstrapPolicy

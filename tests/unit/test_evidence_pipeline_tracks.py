@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from specselect.artifacts.handoff.build import HandoffInputs, build_handoff
-from specselect.core.decision import Thresholds
-from specselect.core.status import RunStatus
-from specselect.evidence.pipeline import TRACK_RULE, EvidenceSettings, InMemoryRecords, ScenarioKey, build_evidence
-from specselect.measure.metrics import summarize
-from specselect.plan import Plan
+from specselect._artifacts.handoff.build import HandoffInputs, build_handoff
+from specselect._core.decision import Thresholds
+from specselect._core.status import RunStatus
+from specselect._evidence.pipeline import TRACK_RULE, EvidenceSettings, InMemoryRecords, ScenarioKey, build_evidence
+from specselect._measure.metrics import summarize
+from specselect._plan import Plan
 from specselect.records.evidence.result import ParityPassPolicy
 from specselect.records.evidence.sampled_parity import SampledParityPolicy
 from specselect.records.evidence.stats import BootstrapPolicy

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from specselect.evidence.prediction import (
+from specselect._evidence.prediction import (
     AcceptanceTelemetry,
     SweepObservation,
     baseline_tpot,
@@ -20,7 +20,7 @@ from specselect.evidence.prediction import (
     predict_speedup,
     verify_cost_from_prefill,
 )
-from specselect.evidence.samples import RequestPair, RequestSample
+from specselect._evidence.samples import RequestPair, RequestSample
 from specselect.records.evidence.prediction import ProposerCost, VerifyCostModel
 from specselect.records.telemetry import RequestSpecMetrics
 

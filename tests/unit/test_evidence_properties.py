@@ -8,12 +8,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from specselect.evidence.categories import category_breakdown
-from specselect.evidence.parity import Output, compare_tokens, quality_ok_from_verdict, scenario_parity
-from specselect.evidence.prediction import predict_speedup
-from specselect.evidence.rounds.estimate import pair_estimate
-from specselect.evidence.samples import RequestKey, RequestPair, RequestSample
-from specselect.evidence.stats import paired_stats
+from specselect._evidence.categories import category_breakdown
+from specselect._evidence.parity import Output, compare_tokens, quality_ok_from_verdict, scenario_parity
+from specselect._evidence.prediction import predict_speedup
+from specselect._evidence.rounds.estimate import pair_estimate
+from specselect._evidence.samples import RequestKey, RequestPair, RequestSample
+from specselect._evidence.stats import paired_stats
 from specselect.records.evidence.parity import ParityVerdict
 from specselect.records.evidence.prediction import ProposerCost, VerifyCostModel
 from specselect.records.evidence.stats import BootstrapPolicy, RatioEstimate

@@ -3,8 +3,8 @@ unchanged measurement and names the change on a changed one."""
 
 from __future__ import annotations
 
-from specselect.evidence.acceptance import acceptance_spread
-from specselect.evidence.regression import (
+from specselect._evidence.acceptance import acceptance_spread
+from specselect._evidence.regression import (
     SpeedupSpan,
     acceptance_problems,
     config_problems,

@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specselect.evidence.sampled_parity import PromptSamples, Sample, sampled_parity
-from specselect.evidence.sampling_model import SamplerSettings, SyntheticModel
+from specselect._evidence.sampled_parity import PromptSamples, Sample, sampled_parity
+from specselect._evidence.sampling_model import SamplerSettings, SyntheticModel
 from specselect.records.evidence.sampled_parity import SampledParity, SampledParityPolicy, StatisticResult
 
 BASE = SamplerSettings(temperature=0.7)

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from specselect.evidence.samples import (
+from specselect._evidence.samples import (
     RequestSample,
     pair_by_launch,
     pair_requests,

@@ -11,10 +11,10 @@ from pydantic import ValidationError
 from test_evidence_pipeline_rounds import evidence, settings
 from test_sweep_analysis_crossover import est
 
-from specselect.evidence.rounds.estimate import pair_estimate
-from specselect.evidence.samples import RequestPair, RequestSample
-from specselect.evidence.segments import bucket_label, input_length_segments, item_lengths, speedup_outcome
-from specselect.evidence.stats import throughput_speedup
+from specselect._evidence.rounds.estimate import pair_estimate
+from specselect._evidence.samples import RequestPair, RequestSample
+from specselect._evidence.segments import bucket_label, input_length_segments, item_lengths, speedup_outcome
+from specselect._evidence.stats import throughput_speedup
 from specselect.records.evidence.segments import SEGMENT_RULE, InputLengthSegments, SegmentPolicy
 from specselect.records.evidence.stats import BootstrapPolicy
 from specselect.records.measurement import RequestRecord

@@ -8,10 +8,10 @@ from collections.abc import Mapping
 import numpy as np
 import pytest
 
-from specselect.core.decision import SpeedupInterval
-from specselect.evidence.bootstrap import cluster_ids, weighted_quantile
-from specselect.evidence.samples import RequestPair, RequestSample, pair_requests
-from specselect.evidence.stats import (
+from specselect._core.decision import SpeedupInterval
+from specselect._evidence.bootstrap import cluster_ids, weighted_quantile
+from specselect._evidence.samples import RequestPair, RequestSample, pair_requests
+from specselect._evidence.stats import (
     decode_speedup,
     e2e_quantile_ratio,
     mean_per_sample_speedup,
@@ -221,9 +221,9 @@ def test_weighted_quantile_matches_numpy_on_the_expanded_sample() -> None:
 
 
 def test_interval_feeds_the_core_decision() -> None:
-    from specselect.core.decision import Thresholds, decide
-    from specselect.core.pairing import SideMetrics, build_pair_evidence
-    from specselect.core.status import Decision, RunStatus
+    from specselect._core.decision import Thresholds, decide
+    from specselect._core.pairing import SideMetrics, build_pair_evidence
+    from specselect._core.status import Decision, RunStatus
 
     def side(role: str, path: str, throughput: float) -> SideMetrics:
         return SideMetrics.model_validate(

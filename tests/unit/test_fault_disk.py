@@ -25,10 +25,10 @@ from test_fault_harness import (  # noqa: F401  (fixtures)
     ngram,
 )
 
-from specselect.artifacts.layout import RunLayout
-from specselect.artifacts.store import load_document
-from specselect.artifacts.verify import verify_run
-from specselect.cli.main import main
+from specselect._artifacts.layout import RunLayout
+from specselect._artifacts.store import load_document
+from specselect._artifacts.verify import verify_run
+from specselect._cli.main import main
 from specselect.records.group import GroupResult
 from specselect.records.results import Manifest
 

@@ -290,7 +290,7 @@ class FakeRun:
         self, *args: str, timeout: float = 120.0, env: dict[str, str] | None = None
     ) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "specselect.cli.main", *args],
+            [sys.executable, "-m", "specselect._cli.main", *args],
             cwd=self.dir,
             env={**self.env, **(env or {})},
             capture_output=True,
@@ -301,7 +301,7 @@ class FakeRun:
 
     def call(self, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
         """`specselect ARGS` inside this process (faster than `cli`; same exit codes and output)."""
-        from specselect.cli.main import main
+        from specselect._cli.main import main
 
         out, err = io.StringIO(), io.StringIO()
         saved_env, saved_cwd = dict(os.environ), Path.cwd()
@@ -319,7 +319,7 @@ class FakeRun:
     def start(self, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
         """`specselect ARGS` running in the background with plain progress lines on stderr."""
         return subprocess.Popen(
-            [sys.executable, "-m", "specselect.cli.main", *args],
+            [sys.executable, "-m", "specselect._cli.main", *args],
             cwd=self.dir,
             env={**self.env, **(env or {})},
             stdout=subprocess.PIPE,

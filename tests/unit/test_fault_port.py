@@ -18,9 +18,9 @@ from test_fault_harness import (  # noqa: F401  (fixtures)
     ports_in_logs,
 )
 
-import specselect.engines.server as server_module
-from specselect.artifacts.layout import RunLayout
-from specselect.artifacts.store import load_document
+import specselect._engines.server as server_module
+from specselect._artifacts.layout import RunLayout
+from specselect._artifacts.store import load_document
 from specselect.records.group import GroupResult
 from specselect.records.results import Manifest
 

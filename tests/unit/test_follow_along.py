@@ -46,16 +46,16 @@ def problems(listed: list[str], graph: grimp.ImportGraph) -> list[str]:
 
 def test_the_follow_along_in_developers_md_matches_the_import_graph() -> None:
     listed = _listed((ROOT / "DEVELOPERS.md").read_text(encoding="utf-8"))
-    assert listed[0] == "specselect.cli.run" and listed[-1] == "specselect.artifacts.handoff.build"
+    assert listed[0] == "specselect._cli.run" and listed[-1] == "specselect._artifacts.handoff.build"
     assert problems(listed, grimp.build_graph("specselect")) == []
 
 
 def test_the_check_finds_a_climb_back_up_and_a_module_entered_from_nowhere() -> None:
     graph = grimp.build_graph("specselect")
-    upward = ["specselect.runner.scenario", "specselect.runner.group"]  # group imports scenario, listed above it
+    upward = ["specselect._runner.scenario", "specselect._runner.group"]  # group imports scenario, listed above it
     assert problems(upward, graph) == [
-        "specselect.runner.group: not entered from any module above it",
-        "specselect.runner.group imports specselect.runner.scenario, above it",
+        "specselect._runner.group: not entered from any module above it",
+        "specselect._runner.group imports specselect._runner.scenario, above it",
     ]
     nine = [*_listed((ROOT / "DEVELOPERS.md").read_text(encoding="utf-8")), "specselect.records.telemetry"]
     assert problems(nine, graph)[0] == "9 modules, more than 8"

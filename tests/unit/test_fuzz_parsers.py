@@ -20,13 +20,13 @@ import tomli_w
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from specselect.engines.prometheus import parse_prometheus
-from specselect.engines.vllm.telemetry import spec_decode_delta
+from specselect._engines.prometheus import parse_prometheus
+from specselect._engines.vllm.telemetry import spec_decode_delta
+from specselect._plan import LoadedPlan, parse_plan_text
+from specselect._workloads import load_workload
+from specselect._workloads.reader import ParsedFile, parse_workload_bytes
 from specselect.errors import PlanError, ProtocolError, WorkloadError
-from specselect.plan import LoadedPlan, parse_plan_text
 from specselect.records.telemetry import SpecDecodeCounters
-from specselect.workloads import load_workload
-from specselect.workloads.reader import ParsedFile, parse_workload_bytes
 
 FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

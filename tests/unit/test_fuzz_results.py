@@ -11,9 +11,9 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from specselect.artifacts.layout import RunLayout
-from specselect.artifacts.store import load_document, load_records
-from specselect.artifacts.verify import VerifyReport, verify_run
+from specselect._artifacts.layout import RunLayout
+from specselect._artifacts.store import load_document, load_records
+from specselect._artifacts.verify import VerifyReport, verify_run
 from specselect.errors import ResultsError
 from specselect.records.document import RESULTS_SCHEMA_VERSION
 from specselect.records.group import GroupResult

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from specselect.artifacts.handoff.advice import CUTOFF_NOTE, concurrency_advice
-from specselect.engines.base import Engine, EngineSetup
-from specselect.engines.openai.engine import OpenAIEndpointEngine
-from specselect.engines.sglang.engine import SglangEngine
-from specselect.engines.vllm.controllers import KNOWN_CONTROLLERS
-from specselect.engines.vllm.engine import VllmEngine
+from specselect._artifacts.handoff.advice import CUTOFF_NOTE, concurrency_advice
+from specselect._engines.base import Engine, EngineSetup
+from specselect._engines.openai.engine import OpenAIEndpointEngine
+from specselect._engines.sglang.engine import SglangEngine
+from specselect._engines.vllm.controllers import KNOWN_CONTROLLERS
+from specselect._engines.vllm.engine import VllmEngine
 from specselect.records.capabilities import VllmCapabilities
 from specselect.records.evidence.sweeps import Crossover, SweepAnalysis
 from specselect.records.group import GroupResult

@@ -7,11 +7,11 @@ from collections.abc import Sequence
 
 import pytest
 
-from specselect.artifacts.handoff.mix import MixInputs, mix_advice
-from specselect.core.decision import Confidence, DecisionResult, SpeedupInterval, Thresholds
-from specselect.core.pairing import PairEvidence
-from specselect.core.status import Decision, EvidenceStatus
-from specselect.plan.traffic import TrafficConfig
+from specselect._artifacts.handoff.mix import MixInputs, mix_advice
+from specselect._core.decision import Confidence, DecisionResult, SpeedupInterval, Thresholds
+from specselect._core.pairing import PairEvidence
+from specselect._core.status import Decision, EvidenceStatus
+from specselect._plan.traffic import TrafficConfig
 from specselect.records.evidence.mix import MixPolicy
 from specselect.records.evidence.result import EvidencePolicy, ScenarioEvidence
 from specselect.records.evidence.rounds import RoundEstimate

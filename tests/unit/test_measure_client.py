@@ -17,9 +17,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests.stubs is test support, not in the package
 from tests.stubs.openai_stub import StubBehavior, StubServer
 
-from specselect.engines.vllm.telemetry import request_spec_metrics
+from specselect._engines.vllm.telemetry import request_spec_metrics
+from specselect._measure import run_load
 from specselect.errors import ConfigError
-from specselect.measure import run_load
 from specselect.records.measurement import Endpoint, ErrorKind, LoadShape, SamplingParams, ScenarioResult, ScenarioSpec
 from specselect.records.workloads import ChatMessage, WorkloadItem
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import psutil
 
-from specselect.measure.cpuscope import detect_cpu_scope, parse_cpu_list
-from specselect.measure.hostload import HostLoadMeter
+from specselect._measure.cpuscope import detect_cpu_scope, parse_cpu_list
+from specselect._measure.hostload import HostLoadMeter
 
 HOST_CPUS = psutil.cpu_count(logical=True) or 1
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from specselect.measure.hostload import HostLoadMeter
+from specselect._measure.hostload import HostLoadMeter
 
 BURN = "import time\nend = time.time() + {s}\nwhile time.time() < end:\n    pass\n"
 SERVER = (

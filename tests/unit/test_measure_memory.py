@@ -14,8 +14,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from specselect._measure import PeakMemorySampler, process_tree_rss_bytes
 from specselect.errors import ConfigError, MissingDependencyError
-from specselect.measure import PeakMemorySampler, process_tree_rss_bytes
 
 # A process that allocates (and touches) N MiB per "grow N" line; with "spawn", it first starts a child
 # running the same program so that the tree has two levels.

@@ -9,11 +9,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from specselect.engines.vllm.telemetry import request_spec_metrics
-from specselect.measure import decode_tok_s, e2e_ms, itl_ms, stats_of, summarize, tpot_ms, ttft_ms
-from specselect.measure.client import RawExchange
-from specselect.measure.requestplan import PlannedRequest
-from specselect.measure.stream import build_record, split_events
+from specselect._engines.vllm.telemetry import request_spec_metrics
+from specselect._measure import decode_tok_s, e2e_ms, itl_ms, stats_of, summarize, tpot_ms, ttft_ms
+from specselect._measure.client import RawExchange
+from specselect._measure.requestplan import PlannedRequest
+from specselect._measure.stream import build_record, split_events
 from specselect.records.measurement import CacheSaltPolicy, ErrorKind, LoadShape, RequestRecord, ScenarioSpec
 from specselect.records.telemetry import RequestSpecMetrics, SpecMetricsReader
 

@@ -7,9 +7,9 @@ import json
 import numpy as np
 import pytest
 
-from specselect.common.canonical import canonical_sha256
+from specselect._common.canonical import canonical_sha256
+from specselect._measure import PlannedRequest, arrival_offsets, build_body, cache_salt, plan_requests, request_order
 from specselect.errors import ConfigError
-from specselect.measure import PlannedRequest, arrival_offsets, build_body, cache_salt, plan_requests, request_order
 from specselect.records.measurement import CacheSaltPolicy, Endpoint, LoadShape, SamplingParams, ScenarioSpec
 from specselect.records.workloads import ChatMessage, WorkloadItem
 

@@ -24,8 +24,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests.stubs is test support, not in the package
 from tests.stubs.openai_stub import StubBehavior, StubServer, programmed
 
-from specselect.measure import e2e_ms, itl_ms, run_load, tpot_ms, ttft_ms
-from specselect.measure.hostload import HostLoadMeter
+from specselect._measure import e2e_ms, itl_ms, run_load, tpot_ms, ttft_ms
+from specselect._measure.hostload import HostLoadMeter
 from specselect.records.measurement import Endpoint, LoadShape, RequestRecord, ScenarioResult, ScenarioSpec
 from specselect.records.workloads import ChatMessage, WorkloadItem
 

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from specselect._plan import builtin_plan_names, builtin_plan_text, load_plan
+from specselect._workloads.catalog import catalog_lines
+from specselect._workloads.sample import WorkloadSample
 from specselect.errors import PlanError
-from specselect.plan import builtin_plan_names, builtin_plan_text, load_plan
-from specselect.workloads.catalog import catalog_lines
-from specselect.workloads.sample import WorkloadSample
 
 
 def test_cpu_smoke_is_listed() -> None:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from specselect.cli.run import DEFAULT_PLAN
-from specselect.plan import builtin_plan_text, load_plan
-from specselect.workloads.catalog import catalog_lines
-from specselect.workloads.sample import WorkloadSample
+from specselect._cli.run import DEFAULT_PLAN
+from specselect._plan import builtin_plan_text, load_plan
+from specselect._workloads.catalog import catalog_lines
+from specselect._workloads.sample import WorkloadSample
 
 
 def test_cpu_draft_content() -> None:

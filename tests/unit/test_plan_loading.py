@@ -14,9 +14,9 @@ import tomli_w
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specselect.common.canonical import canonical_json
+from specselect._common.canonical import canonical_json
+from specselect._plan import MAX_PLAN_BYTES, builtin_plan_text, load_plan, parse_plan_text
 from specselect.errors import PlanError
-from specselect.plan import MAX_PLAN_BYTES, builtin_plan_text, load_plan, parse_plan_text
 
 MINIMAL = """\
 schema_version = 1

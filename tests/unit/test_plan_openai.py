@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import tomli_w
 
+from specselect._plan import LoadedPlan, parse_plan_text
 from specselect.errors import PlanError
-from specselect.plan import LoadedPlan, parse_plan_text
 
 BASE: dict[str, Any] = {
     "schema_version": 1,

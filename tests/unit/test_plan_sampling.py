@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from specselect.artifacts.handoff.build import sampling_note
+from specselect._artifacts.handoff.build import sampling_note
+from specselect._evidence.pipeline import parity_scenario, scenario_name
+from specselect._plan import load_plan, parse_plan_text
+from specselect._plan.loader import builtin_plan_text
+from specselect._runner.conclusion import plan_scenarios
+from specselect._runner.paritypass import distribution_test, parity_pass_enabled
+from specselect._runner.preflight import distribution_test_cost
 from specselect.errors import PlanError
-from specselect.evidence.pipeline import parity_scenario, scenario_name
-from specselect.plan import load_plan, parse_plan_text
-from specselect.plan.loader import builtin_plan_text
-from specselect.runner.conclusion import plan_scenarios
-from specselect.runner.paritypass import distribution_test, parity_pass_enabled
-from specselect.runner.preflight import distribution_test_cost
 
 
 def _with_sampling(lines: str) -> str:

@@ -9,9 +9,8 @@ from typing import Any
 import pytest
 import tomli_w
 
-from specselect.cli.schema import schema_for
-from specselect.errors import PlanError
-from specselect.plan import (
+from specselect._cli.schema import schema_for
+from specselect._plan import (
     MAX_SUB_CANDIDATES,
     Candidate,
     Plan,
@@ -20,6 +19,7 @@ from specselect.plan import (
     parse_plan_text,
     sub_candidate_name,
 )
+from specselect.errors import PlanError
 
 BASE: dict[str, Any] = {
     "schema_version": 1,

@@ -9,11 +9,11 @@ import pytest
 import tomli_w
 from test_admission_gather import caps, model
 
-from specselect.admission import ADMISSION_OPTION_KEYS, Admissions, Gathered, admit_plan, shared_admission_key
-from specselect.core.status import RunStatus
-from specselect.engines import EngineSetup, GroupContext
-from specselect.engines.vllm.engine import VllmEngine
-from specselect.plan import Candidate, LoadedPlan, parse_plan_text
+from specselect._admission import ADMISSION_OPTION_KEYS, Admissions, Gathered, admit_plan, shared_admission_key
+from specselect._core.status import RunStatus
+from specselect._engines import EngineSetup, GroupContext
+from specselect._engines.vllm.engine import VllmEngine
+from specselect._plan import Candidate, LoadedPlan, parse_plan_text
 
 BASE: dict[str, Any] = {
     "schema_version": 1,

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 import tomli_w
 
+from specselect._plan import LoadedPlan, TargetConfig, TargetOverride, effective_target, parse_plan_text
+from specselect._plan.tracks import track_slug
 from specselect.errors import PlanError
-from specselect.plan import LoadedPlan, TargetConfig, TargetOverride, effective_target, parse_plan_text
-from specselect.plan.tracks import track_slug
 
 BASE: dict[str, Any] = {
     "schema_version": 1,

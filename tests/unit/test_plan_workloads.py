@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from specselect.cli.main import main
-from specselect.cli.schema import schema_for
+from specselect._cli.main import main
+from specselect._cli.schema import schema_for
+from specselect._plan import LoadedPlan, parse_plan_text
+from specselect._workloads import load_workload
+from specselect._workloads.builtin import builtin_workload_names
+from specselect._workloads.sample import WorkloadSample
 from specselect.errors import PlanError
-from specselect.plan import LoadedPlan, parse_plan_text
-from specselect.workloads import load_workload
-from specselect.workloads.builtin import builtin_workload_names
-from specselect.workloads.sample import WorkloadSample
 
 HEAD = """schema_version = 1
 label = "t"

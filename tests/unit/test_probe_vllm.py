@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from tests.fakegpu import FakeGpu, fake_nvidia_smi
 
-from specselect.engines.vllm._probe_script import parse_config_fields, parse_spec_methods
-from specselect.engines.vllm.envsetup import EngineEnv, engine_env_from_python, find_managed_vllm_env
-from specselect.engines.vllm.probe import HOST_RESERVE_MB, probe_cache_key, probe_vllm, query_devices
+from specselect._engines.vllm._probe_script import parse_config_fields, parse_spec_methods
+from specselect._engines.vllm.envsetup import EngineEnv, engine_env_from_python, find_managed_vllm_env
+from specselect._engines.vllm.probe import HOST_RESERVE_MB, probe_cache_key, probe_vllm, query_devices
 from specselect.errors import EngineSetupError
 
 FAKE_SPECULATIVE = """

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from specselect.artifacts.layout import RunLayout
-from specselect.artifacts.store import load_records
-from specselect.engines.base import recorded_request_spec_metrics
+from specselect._artifacts.layout import RunLayout
+from specselect._artifacts.store import load_records
+from specselect._engines.base import recorded_request_spec_metrics
 from specselect.errors import ResultsError
 from specselect.records.measurement import RequestRecord
 from specselect.records.telemetry import RequestSpecMetrics

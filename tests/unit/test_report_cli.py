@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from test_report_sample import build_run
 
-from specselect.artifacts.layout import RunLayout
-from specselect.cli.main import main
+from specselect._artifacts.layout import RunLayout
+from specselect._cli.main import main
 from specselect.records.document import RESULTS_SCHEMA_VERSION
 
 

@@ -7,8 +7,11 @@ from pathlib import Path
 
 from test_report_sample import build_run
 
-from specselect.artifacts.store import load_document
-from specselect.common.fileio import atomic_write_model
+from specselect._artifacts.store import load_document
+from specselect._common.fileio import atomic_write_model
+from specselect._report.data import load_report_data
+from specselect._report.html import render_html
+from specselect._report.markdown import render_markdown
 from specselect.records.evidence.mix import MixCellShare, MixEstimate, MixPolicy
 from specselect.records.evidence.sweeps import (
     DerivedSchedule,
@@ -21,9 +24,6 @@ from specselect.records.evidence.sweeps import (
 from specselect.records.handoff import Handoff, HandoffMix, HandoffMixOption, HandoffSegment
 from specselect.records.results import EvidenceFile
 from specselect.records.server import ServeFlags
-from specselect.report.data import load_report_data
-from specselect.report.html import render_html
-from specselect.report.markdown import render_markdown
 
 FLAGS = ServeFlags(
     engine_kind="vllm",

@@ -9,10 +9,10 @@ from pathlib import Path
 
 from test_report_sample import Cand, build_run
 
-from specselect.report.console import REPORT_DECISION_COLUMNS, report_decision_rows
-from specselect.report.data import load_report_data
-from specselect.report.html import CSP, render_html
-from specselect.report.write import write_reports
+from specselect._report.console import REPORT_DECISION_COLUMNS, report_decision_rows
+from specselect._report.data import load_report_data
+from specselect._report.html import CSP, render_html
+from specselect._report.write import write_reports
 
 HOSTILE = "<script>alert(1)</script>"
 _VOID = {"meta", "link", "br", "wbr", "img", "hr", "input", "col", "area", "base", "source"}

@@ -8,10 +8,10 @@ from pathlib import Path
 
 from test_report_sample import build_run
 
-from specselect.report.console import REPORT_DECISION_COLUMNS, report_decision_rows
-from specselect.report.data import load_report_data
-from specselect.report.markdown import md_table, md_text, render_markdown
-from specselect.report.tables import TableSpec
+from specselect._report.console import REPORT_DECISION_COLUMNS, report_decision_rows
+from specselect._report.data import load_report_data
+from specselect._report.markdown import md_table, md_text, render_markdown
+from specselect._report.tables import TableSpec
 
 HOSTILE = "<script>alert(1)</script>"
 

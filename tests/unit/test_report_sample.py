@@ -22,15 +22,15 @@ from test_report_sample_docs import (
     preflight_doc,
 )
 
-from specselect.artifacts.layout import RunLayout
-from specselect.common.fileio import atomic_write_model, sha256_file
-from specselect.core.decision import SpeedupInterval, decide, summarize_verdict
-from specselect.core.pairing import SideMetrics, build_pair_evidence
-from specselect.core.status import RunStatus
-from specselect.evidence.parity import scenario_parity
-from specselect.evidence.pipeline import scenario_name
-from specselect.evidence.sweeps import SweepPoint, choose_length
-from specselect.measure.metrics import summarize
+from specselect._artifacts.layout import RunLayout
+from specselect._common.fileio import atomic_write_model, sha256_file
+from specselect._core.decision import SpeedupInterval, decide, summarize_verdict
+from specselect._core.pairing import SideMetrics, build_pair_evidence
+from specselect._core.status import RunStatus
+from specselect._evidence.parity import scenario_parity
+from specselect._evidence.pipeline import scenario_name
+from specselect._evidence.sweeps import SweepPoint, choose_length
+from specselect._measure.metrics import summarize
 from specselect.records.evidence.prediction import SpeedupPrediction
 from specselect.records.evidence.result import EvidencePolicy, ScenarioEvidence
 from specselect.records.evidence.stats import BootstrapPolicy, RatioEstimate
@@ -397,7 +397,7 @@ def _summary_path(layout: RunLayout, group: str) -> Path:
 
 
 def test_sample_run_is_a_valid_results_directory(tmp_path: Path) -> None:
-    from specselect.report.data import load_report_data
+    from specselect._report.data import load_report_data
 
     layout = build_run(tmp_path / "sample", concurrencies=(1, 2))
     data = load_report_data(layout.root)
@@ -411,8 +411,8 @@ def test_sample_run_is_a_valid_results_directory(tmp_path: Path) -> None:
 
 
 def test_rounds_left_out_for_time_are_a_note_of_the_report(tmp_path: Path) -> None:
-    from specselect.report.data import load_report_data
-    from specselect.report.markdown import md_text, render_markdown
+    from specselect._report.data import load_report_data
+    from specselect._report.markdown import md_text, render_markdown
 
     layout = build_run(tmp_path / "sample")
     manifest = json.loads(layout.manifest.read_text())

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from specselect.core.decision import Thresholds
-from specselect.core.gates import AdmissionInput, GateCheck, admit
-from specselect.core.status import Decision
-from specselect.evidence.pipeline import scenario_name
+from specselect._core.decision import Thresholds
+from specselect._core.gates import AdmissionInput, GateCheck, admit
+from specselect._core.status import Decision
+from specselect._evidence.pipeline import scenario_name
 from specselect.records.assets import ResolvedModel
 from specselect.records.handoff import Handoff, HandoffCandidate, HandoffScenario
 from specselect.records.host import HostInfo

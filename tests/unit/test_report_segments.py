@@ -11,16 +11,16 @@ from test_report_html import _Checker, _table
 from test_report_markdown import md_table_rows
 from test_report_sample import build_run
 
-from specselect.evidence.categories import category_breakdown
-from specselect.evidence.samples import RequestPair, RequestSample
-from specselect.evidence.segments import input_length_segments
+from specselect._evidence.categories import category_breakdown
+from specselect._evidence.samples import RequestPair, RequestSample
+from specselect._evidence.segments import input_length_segments
+from specselect._report.data import ReportData, load_report_data
+from specselect._report.html import render_html
+from specselect._report.markdown import render_markdown
+from specselect._report.segment_tables import SEGMENT_COLUMNS, segment_lines, segment_spec
 from specselect.records.evidence.segments import SegmentPolicy
 from specselect.records.evidence.stats import BootstrapPolicy
 from specselect.records.telemetry import RequestSpecMetrics
-from specselect.report.data import ReportData, load_report_data
-from specselect.report.html import render_html
-from specselect.report.markdown import render_markdown
-from specselect.report.segment_tables import SEGMENT_COLUMNS, segment_lines, segment_spec
 
 BOOT = BootstrapPolicy(n_resamples=300)
 SPEC = RequestSpecMetrics(num_spec_steps=10, num_draft_tokens=40, num_accepted_draft_tokens=30)

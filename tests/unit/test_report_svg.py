@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from specselect.report.charts import (
+from specselect._report.charts import (
     BarSeries,
     BoxSeries,
     LinePoint,
@@ -24,7 +24,7 @@ from specselect.report.charts import (
     line_chart,
     scatter_chart,
 )
-from specselect.report.svg import Canvas, LegendEntry, LinearScale, esc, fmt_num, nice_ticks
+from specselect._report.svg import Canvas, LegendEntry, LinearScale, esc, fmt_num, nice_ticks
 
 NS = "{http://www.w3.org/2000/svg}"
 HOSTILE = "<script>alert(1)</script>"

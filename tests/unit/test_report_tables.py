@@ -7,19 +7,18 @@ from pathlib import Path
 
 from test_report_sample import Cand, build_run
 
-from specselect.core.gates import AdmissionResult
-from specselect.core.status import RunStatus
-from specselect.records.group import GroupLaunch
-from specselect.report.console import (
+from specselect._core.gates import AdmissionResult
+from specselect._core.status import RunStatus
+from specselect._report.console import (
     DECISION_COLUMNS,
     REPORT_DECISION_COLUMNS,
     decision_rows,
     groups_table,
     report_decision_rows,
 )
-from specselect.report.data import load_report_data
-from specselect.report.plots import build_plots, group_colours, proposal_length_of
-from specselect.report.tables import (
+from specselect._report.data import load_report_data
+from specselect._report.plots import build_plots, group_colours, proposal_length_of
+from specselect._report.tables import (
     command_lines,
     deciding_facts,
     file_rows,
@@ -30,6 +29,7 @@ from specselect.report.tables import (
     recommendations,
     verdicts,
 )
+from specselect.records.group import GroupLaunch
 
 
 def test_report_rows_are_decision_rows_plus_peak_memory(tmp_path: Path) -> None:

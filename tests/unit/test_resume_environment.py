@@ -9,13 +9,13 @@ import pytest
 from test_admission_gather import caps
 from test_report_sample_docs import preflight_doc
 
-from specselect.artifacts.layout import RunLayout
-from specselect.common.fileio import atomic_write_text
-from specselect.core.status import RunStatus
+from specselect._artifacts.layout import RunLayout
+from specselect._common.fileio import atomic_write_text
+from specselect._core.status import RunStatus
+from specselect._runner.resume import changed_environment_warning, environment_changes, resumed_preflight
 from specselect.errors import ResultsError
 from specselect.records.capabilities import DeviceInfo, VllmCapabilities
 from specselect.records.results import Manifest, ManifestGroup, PreflightFile
-from specselect.runner.resume import changed_environment_warning, environment_changes, resumed_preflight
 
 
 def _caps(version: str = "0.32.0", devices: tuple[DeviceInfo, ...] = ()) -> VllmCapabilities:

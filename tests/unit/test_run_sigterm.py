@@ -12,7 +12,7 @@ import threading
 
 import pytest
 
-from specselect.runner.signals import sigterm_as_interrupt
+from specselect._runner.signals import sigterm_as_interrupt
 
 
 async def _busy_child(cancelled: list[str]) -> None:

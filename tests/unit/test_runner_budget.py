@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from test_evidence_pipeline_tracks import records, scenario_run
 
-from specselect.admission import Admissions
-from specselect.core.gates import AdmissionResult
-from specselect.core.status import RunStatus
-from specselect.plan import load_plan
+from specselect._admission import Admissions
+from specselect._core.gates import AdmissionResult
+from specselect._core.status import RunStatus
+from specselect._plan import load_plan
+from specselect._runner.budget import remaining_budget, round_seconds, round_that_does_not_fit
+from specselect._workloads.loader import load_workload
 from specselect.records.group import GroupLaunch, GroupResult
 from specselect.records.server import LaunchRecord
-from specselect.runner.budget import remaining_budget, round_seconds, round_that_does_not_fit
-from specselect.workloads.loader import load_workload
 
 
 def _baseline() -> GroupResult:

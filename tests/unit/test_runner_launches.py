@@ -18,21 +18,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "data"))  # the fake SG
 import sglang_fake_install as FAKE
 from test_assets_files import tiny_llama
 
-from specselect.artifacts.layout import RunLayout
-from specselect.artifacts.store import load_document
-from specselect.artifacts.verify import verify_run
-from specselect.engines.sglang import engine as sglang_engine_module
-from specselect.engines.sglang.engine import SglangEngine
+from specselect._artifacts.layout import RunLayout
+from specselect._artifacts.store import load_document
+from specselect._artifacts.verify import verify_run
+from specselect._engines.sglang import engine as sglang_engine_module
+from specselect._engines.sglang.engine import SglangEngine
+from specselect._runner import run as run_module
+from specselect._runner import schedule_candidate as schedule_module
+from specselect._runner.conclusion import look
+from specselect._runner.context import RunContext
+from specselect._runner.progress import SilentProgress
+from specselect._runner.run import RunOptions, run_plan
 from specselect.errors import InterruptedRun
 from specselect.records.evidence.result import Evidence
 from specselect.records.evidence.sweeps import DerivedSchedule
 from specselect.records.group import GroupResult
-from specselect.runner import run as run_module
-from specselect.runner import schedule_candidate as schedule_module
-from specselect.runner.conclusion import look
-from specselect.runner.context import RunContext
-from specselect.runner.progress import SilentProgress
-from specselect.runner.run import RunOptions, run_plan
 
 PLAN = """
 schema_version = 1

@@ -9,26 +9,26 @@ from typing import Any
 
 import pytest
 
-from specselect.artifacts.layout import RunLayout
-from specselect.artifacts.store import load_document, load_records
-from specselect.artifacts.verify import verify_run
-from specselect.engines import create_engine
-from specselect.engines.base import Session
-from specselect.engines.openai.engine import AttachedServer, OpenAIEndpointEngine
-from specselect.engines.openai.foreign_traffic import EndpointTrafficGuard, idle_window, judge_traffic
-from specselect.engines.prometheus import MetricSample, MetricsSnapshot
-from specselect.engines.vllm.telemetry import request_spec_metrics
-from specselect.evidence.pipeline import InMemoryRecords
-from specselect.plan import load_plan
+from specselect._artifacts.layout import RunLayout
+from specselect._artifacts.store import load_document, load_records
+from specselect._artifacts.verify import verify_run
+from specselect._engines import create_engine
+from specselect._engines.base import Session
+from specselect._engines.openai.engine import AttachedServer, OpenAIEndpointEngine
+from specselect._engines.openai.foreign_traffic import EndpointTrafficGuard, idle_window, judge_traffic
+from specselect._engines.prometheus import MetricSample, MetricsSnapshot
+from specselect._engines.vllm.telemetry import request_spec_metrics
+from specselect._evidence.pipeline import InMemoryRecords
+from specselect._plan import load_plan
+from specselect._runner.preflight import run_preflight
+from specselect._runner.progress import SilentProgress
+from specselect._runner.run import RunOptions, run_plan
+from specselect._runner.scenario import Measuring, divergent_items, measure_scenario
+from specselect._workloads.loader import load_workload
 from specselect.records.group import GroupResult
 from specselect.records.measurement import ErrorKind, RequestRecord
 from specselect.records.server import SanityResult
 from specselect.records.telemetry import SpecDecodeCounters
-from specselect.runner.preflight import run_preflight
-from specselect.runner.progress import SilentProgress
-from specselect.runner.run import RunOptions, run_plan
-from specselect.runner.scenario import Measuring, divergent_items, measure_scenario
-from specselect.workloads.loader import load_workload
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests.stubs is test support, not in the package
 from tests.stubs.openai_stub import StubBehavior, StubServer

@@ -12,12 +12,12 @@ from typing import Any, ClassVar
 
 import pytest
 
-from specselect.engines.base import LaunchSpec
-from specselect.engines.openai.engine import OpenAIEndpointEngine
-from specselect.engines.openai.facts import endpoint_admission_input
-from specselect.engines.openai.probe import probe_endpoint
-from specselect.engines.prometheus import MetricSample, MetricsSnapshot
-from specselect.engines.registry import get_engine
+from specselect._engines.base import LaunchSpec
+from specselect._engines.openai.engine import OpenAIEndpointEngine
+from specselect._engines.openai.facts import endpoint_admission_input
+from specselect._engines.openai.probe import probe_endpoint
+from specselect._engines.prometheus import MetricSample, MetricsSnapshot
+from specselect._engines.registry import get_engine
 from specselect.errors import ConfigError
 from specselect.records.endpoints import EndpointProbe
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from specselect.core.status import RunStatus
-from specselect.plan import Plan
+from specselect._core.status import RunStatus
+from specselect._plan import Plan
+from specselect._runner.progress import SilentProgress
+from specselect._runner.rounds import RoundLoop, first_round_order
 from specselect.records.evidence.rounds import LookSchedule, RoundsPlan
 from specselect.records.group import GroupLaunch, GroupResult
-from specselect.runner.progress import SilentProgress
-from specselect.runner.rounds import RoundLoop, first_round_order
 
 PLAN = Plan.model_validate(
     {

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from specselect.admission import Admissions
-from specselect.core.gates import AdmissionResult
-from specselect.core.status import RunStatus
-from specselect.plan import load_plan
-from specselect.runner.jobs import NO_RUNNABLE_ON_TRACK, build_job
+from specselect._admission import Admissions
+from specselect._core.gates import AdmissionResult
+from specselect._core.status import RunStatus
+from specselect._plan import load_plan
+from specselect._runner.jobs import NO_RUNNABLE_ON_TRACK, build_job
 
 PLAN = """
 schema_version = 1

@@ -13,8 +13,8 @@ from test_fault_harness import (  # noqa: F401
     wait_for_line,
 )
 
-from specselect.artifacts.layout import RunLayout
-from specselect.artifacts.store import load_document
+from specselect._artifacts.layout import RunLayout
+from specselect._artifacts.store import load_document
 from specselect.records.group import GroupResult
 from specselect.records.results import Manifest
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import psutil
 
-from specselect.engines.serverrecords import (
+from specselect._engines.serverrecords import (
     ProcessIdentity,
     ServerRecord,
     identify,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from specselect.cli.setup import BUILTIN_MODELS, parse_models
+from specselect._cli.setup import BUILTIN_MODELS, parse_models
 from specselect.errors import UsageError
 
 

@@ -17,14 +17,14 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent / "data"))  # the fake SGLang installer is test support
 import sglang_fake_install as FAKE
 
-from specselect.engines.base import Engine, LaunchSpec, Proposal
-from specselect.engines.http import local_request
-from specselect.engines.registry import get_engine, known_engine_kinds
-from specselect.engines.sglang.engine import SglangEngine
-from specselect.engines.sglang.launch import SGLANG_SERVER_MODULE, build_sglang_argv, speculative_argv
-from specselect.engines.sglang.probe import LAUNCH_FLAGS
-from specselect.engines.sglang.serverinfo import ServerInfoSnapshot
-from specselect.engines.sglang.specargs import build_sglang_speculative_args
+from specselect._engines.base import Engine, LaunchSpec, Proposal
+from specselect._engines.http import local_request
+from specselect._engines.registry import get_engine, known_engine_kinds
+from specselect._engines.sglang.engine import SglangEngine
+from specselect._engines.sglang.launch import SGLANG_SERVER_MODULE, build_sglang_argv, speculative_argv
+from specselect._engines.sglang.probe import LAUNCH_FLAGS
+from specselect._engines.sglang.serverinfo import ServerInfoSnapshot
+from specselect._engines.sglang.specargs import build_sglang_speculative_args
 from specselect.errors import ConfigError, ProtocolError
 from specselect.records.capabilities import SglangCapabilities
 

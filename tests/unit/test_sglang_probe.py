@@ -18,11 +18,11 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent / "data"))  # the fake SGLang installer is test support
 import sglang_fake_install as FAKE
 
-from specselect.engines.devices import DeviceScan
-from specselect.engines.sglang import _probe_script as script
-from specselect.engines.sglang import probe as probe_module
-from specselect.engines.sglang.engine import SglangEngine
-from specselect.engines.sglang.probe import LAUNCH_FLAGS, probe_sglang, sglang_probe_cache_key
+from specselect._engines.devices import DeviceScan
+from specselect._engines.sglang import _probe_script as script
+from specselect._engines.sglang import probe as probe_module
+from specselect._engines.sglang.engine import SglangEngine
+from specselect._engines.sglang.probe import LAUNCH_FLAGS, probe_sglang, sglang_probe_cache_key
 from specselect.errors import ConfigError, EngineSetupError
 from specselect.records.capabilities import DeviceInfo
 

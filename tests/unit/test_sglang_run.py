@@ -17,9 +17,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "data"))  # the fake SG
 import sglang_fake_install as FAKE
 from test_assets_files import tiny_llama
 
-from specselect.artifacts.verify import verify_run
-from specselect.runner.progress import SilentProgress
-from specselect.runner.run import RunOptions, run_plan
+from specselect._artifacts.verify import verify_run
+from specselect._runner.progress import SilentProgress
+from specselect._runner.run import RunOptions, run_plan
 
 PLAN = """
 schema_version = 1

@@ -11,26 +11,26 @@ from typing import Any
 
 import pytest
 
-from specselect.admission import capacity_check
-from specselect.assets.memory_estimate import (
+from specselect._admission import capacity_check
+from specselect._assets.memory_estimate import (
     GPU_RUNTIME_OVERHEAD_MB,
     MemoryTerms,
     estimate_memory,
     sglang_default_mem_fraction,
 )
-from specselect.core.gates import AdmissionInput, GateCheck, admit
-from specselect.core.gates import GateCheck as Check
-from specselect.core.status import RunStatus
-from specselect.engines.base import EngineSetup, GroupContext, LaunchSpec, Proposal
-from specselect.engines.settings import memory_flags
-from specselect.engines.sglang.engine import SglangEngine
-from specselect.engines.sglang.launch import build_sglang_argv
-from specselect.engines.sglang.specargs import build_sglang_speculative_args
-from specselect.engines.vllm.engine import VllmEngine
-from specselect.engines.vllm.launch import build_vllm_argv
-from specselect.engines.vllm.specconfig import build_speculative_config
+from specselect._core.gates import AdmissionInput, GateCheck, admit
+from specselect._core.gates import GateCheck as Check
+from specselect._core.status import RunStatus
+from specselect._engines.base import EngineSetup, GroupContext, LaunchSpec, Proposal
+from specselect._engines.settings import memory_flags
+from specselect._engines.sglang.engine import SglangEngine
+from specselect._engines.sglang.launch import build_sglang_argv
+from specselect._engines.sglang.specargs import build_sglang_speculative_args
+from specselect._engines.vllm.engine import VllmEngine
+from specselect._engines.vllm.launch import build_vllm_argv
+from specselect._engines.vllm.specconfig import build_speculative_config
+from specselect._plan import Candidate, EngineConfig, TargetConfig
 from specselect.errors import ConfigError
-from specselect.plan import Candidate, EngineConfig, TargetConfig
 from specselect.records.assets import ResolvedModel
 from specselect.records.capabilities import DeviceInfo, EngineCapabilities, SglangCapabilities, VllmCapabilities
 

@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
-from specselect.core.gates import AdmissionInput, GateCheck, admit
-from specselect.core.status import RunStatus
-from specselect.engines.base import Proposal
-from specselect.engines.sglang.gate import backend_gate
-from specselect.engines.sglang.specargs import (
+from specselect._core.gates import AdmissionInput, GateCheck, admit
+from specselect._core.status import RunStatus
+from specselect._engines.base import Proposal
+from specselect._engines.sglang.gate import backend_gate
+from specselect._engines.sglang.specargs import (
     build_sglang_speculative_args,
     sglang_algorithm,
     sglang_flag,

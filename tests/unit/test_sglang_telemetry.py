@@ -13,9 +13,9 @@ from typing import Any, get_args
 
 import pytest
 
-from specselect.engines.prometheus import MetricsSnapshot, parse_prometheus
-from specselect.engines.sglang.serverinfo import ServerInfoReading, ServerInfoSnapshot, parse_server_info
-from specselect.engines.sglang.telemetry import (
+from specselect._engines.prometheus import MetricsSnapshot, parse_prometheus
+from specselect._engines.sglang.serverinfo import ServerInfoReading, ServerInfoSnapshot, parse_server_info
+from specselect._engines.sglang.telemetry import (
     SglangCounterDelta,
     acceptance_from_snapshots,
     acceptance_to_counters,
@@ -276,7 +276,7 @@ def test_counter_shape_keeps_the_verify_width_from_server_info() -> None:
 
 
 def test_plugs_into_the_attached_endpoint_engine() -> None:
-    from specselect.engines.openai.engine import OpenAIEndpointEngine
+    from specselect._engines.openai.engine import OpenAIEndpointEngine
 
     engine = OpenAIEndpointEngine(spec_readers={"sglang": sglang_spec_counters})
     before, after = metrics("sglang_metrics_eagle3_before.txt"), metrics("sglang_metrics_eagle3_after.txt")

@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from specselect.evidence import ScenarioLoad, SweepPoint, early_stop_reason, estimate_duration, goodput
-from specselect.evidence.samples import RequestSample, pair_requests
-from specselect.evidence.stats import paired_stats
+from specselect._evidence import ScenarioLoad, SweepPoint, early_stop_reason, estimate_duration, goodput
+from specselect._evidence.samples import RequestSample, pair_requests
+from specselect._evidence.stats import paired_stats
 from specselect.records.evidence.stats import BootstrapPolicy
 from specselect.records.evidence.sweeps import DurationEstimate, Goodput
 from specselect.records.telemetry import RequestSpecMetrics

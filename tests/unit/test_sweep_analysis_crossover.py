@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specselect.core.decision import CHECK_NAMES, Confidence, DecisionResult, Thresholds
-from specselect.core.status import Decision, EvidenceStatus
-from specselect.evidence import SweepPoint, clearly_losing, early_stop_reason, find_crossover
+from specselect._core.decision import CHECK_NAMES, Confidence, DecisionResult, Thresholds
+from specselect._core.status import Decision, EvidenceStatus
+from specselect._evidence import SweepPoint, clearly_losing, early_stop_reason, find_crossover
 from specselect.records.evidence.stats import RatioEstimate
 from specselect.records.evidence.sweeps import Crossover, CrossoverRule
 

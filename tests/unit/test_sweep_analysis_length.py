@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specselect.evidence import SweepPoint, choose_length
-from specselect.evidence.samples import RequestSample, pair_requests
-from specselect.evidence.stats import paired_stats
+from specselect._evidence import SweepPoint, choose_length
+from specselect._evidence.samples import RequestSample, pair_requests
+from specselect._evidence.stats import paired_stats
 from specselect.records.evidence.stats import BootstrapPolicy
 from specselect.records.evidence.sweeps import LengthChoice
 

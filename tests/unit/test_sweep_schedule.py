@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from specselect.evidence.sweeps import (
+from specselect._evidence.sweeps import (
     SweepPoint,
     capped_schedule,
     compare_schedule,

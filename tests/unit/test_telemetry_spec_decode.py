@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from specselect.engines.prometheus import parse_prometheus
-from specselect.engines.vllm.telemetry import request_spec_metrics, spec_decode_delta
+from specselect._engines.prometheus import parse_prometheus
+from specselect._engines.vllm.telemetry import request_spec_metrics, spec_decode_delta
 from specselect.errors import ProtocolError
 from specselect.records.telemetry import (
     PerRequestSpecSummary,

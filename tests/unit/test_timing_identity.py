@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from specselect.assets import identity
-from specselect.assets.identity import fast_file_digest, snapshot_identity
-from specselect.assets.refs import resolve_model
+from specselect._assets import identity
+from specselect._assets.identity import fast_file_digest, snapshot_identity
+from specselect._assets.refs import resolve_model
 
 pytestmark = pytest.mark.timing
 

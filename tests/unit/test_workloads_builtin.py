@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from specselect._workloads import builtin_workload_names, categories, load_workload
 from specselect.errors import WorkloadError
-from specselect.workloads import builtin_workload_names, categories, load_workload
 
 CATEGORIES = (
     "general",
@@ -25,7 +25,7 @@ CATEGORIES = (
 
 
 def _data_lines(name: str) -> list[dict[str, Any]]:
-    text = resources.files("specselect.workloads").joinpath("data", f"{name}.jsonl").read_text(encoding="utf-8")
+    text = resources.files("specselect._workloads").joinpath("data", f"{name}.jsonl").read_text(encoding="utf-8")
     return [json.loads(line) for line in text.split("\n") if line.strip()]
 
 
@@ -46,7 +46,7 @@ def _rows(name: str) -> list[dict[str, Any]]:
 
 
 def test_names_match_the_shipped_files() -> None:
-    data = resources.files("specselect.workloads").joinpath("data")
+    data = resources.files("specselect._workloads").joinpath("data")
     shipped = {entry.name.removesuffix(".jsonl") for entry in data.iterdir() if entry.name.endswith(".jsonl")}
     extracted = {"alpacaeval", "arena_hard", "sharegpt"}
     assert set(builtin_workload_names()) == shipped | extracted
@@ -136,9 +136,9 @@ def test_invalid_name_override_is_refused() -> None:
 
 
 def test_a_tampered_builtin_file_is_refused() -> None:
-    from specselect.workloads.reader import parse_workload_bytes
+    from specselect._workloads.reader import parse_workload_bytes
 
-    data = resources.files("specselect.workloads").joinpath("data", "general.jsonl").read_bytes()
+    data = resources.files("specselect._workloads").joinpath("data", "general.jsonl").read_bytes()
     tampered = data.replace(b"sky look blue", b"sky look Blue", 1)
     assert tampered != data
     with pytest.raises(WorkloadError, match="does not match the header"):

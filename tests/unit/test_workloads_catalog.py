@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from specselect.cli.main import main
-from specselect.workloads.builtin import builtin_workload_names
-from specselect.workloads.catalog import builtin_catalog, catalog_lines, entry_details
-from specselect.workloads.datasets import DATASETS
+from specselect._cli.main import main
+from specselect._workloads.builtin import builtin_workload_names
+from specselect._workloads.catalog import builtin_catalog, catalog_lines, entry_details
+from specselect._workloads.datasets import DATASETS
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -37,7 +37,7 @@ def test_the_written_workloads_say_so_and_repetition_is_a_copy_task() -> None:
     entries = {entry.name: entry for entry in builtin_catalog()}
     assert entries["repetition"].provenance is None
     assert entries["repetition"].description.startswith("A copy task written for specselect")
-    assert entry_details(entries["general"])[-1] == "origin: written for specselect (specselect/workloads/data)"
+    assert entry_details(entries["general"])[-1] == "origin: written for specselect (specselect/_workloads/data)"
 
 
 def test_details_of_a_public_set_hold_every_provenance_field(tmp_path: Path) -> None:

@@ -12,16 +12,16 @@ from typing import Any
 
 import pytest
 
+from specselect._workloads import categories, load_workload
+from specselect._workloads import convert as conv
+from specselect._workloads.datasets import DATASETS, convert_source
 from specselect.errors import EngineSetupError
-from specselect.workloads import categories, load_workload
-from specselect.workloads import convert as conv
-from specselect.workloads.datasets import DATASETS, convert_source
 
 SHIPPED = {"humaneval": 164, "gsm8k": 100, "ifeval": 541, "longbench_write": 120}
 
 
 def _data_lines(name: str) -> list[dict[str, Any]]:
-    text = resources.files("specselect.workloads").joinpath("data", f"{name}.jsonl").read_text(encoding="utf-8")
+    text = resources.files("specselect._workloads").joinpath("data", f"{name}.jsonl").read_text(encoding="utf-8")
     return [json.loads(line) for line in text.split("\n") if line.strip()]
 
 
@@ -128,7 +128,7 @@ def test_converters_take_each_datasets_fields() -> None:
 
 
 def test_every_shipped_set_ships_its_licence_notice() -> None:
-    notices = json.loads(resources.files("specselect.workloads").joinpath("data", "NOTICES.json").read_text("utf-8"))
+    notices = json.loads(resources.files("specselect._workloads").joinpath("data", "NOTICES.json").read_text("utf-8"))
     by_set = {name: notice for notice in notices["notices"] for name in notice["workloads"]}
     assert set(by_set) == set(SHIPPED)
     for name, notice in by_set.items():

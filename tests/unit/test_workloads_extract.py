@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from specselect._workloads import convert as conv
+from specselect._workloads import extract, load_workload
+from specselect._workloads.canonical import content_sha256
+from specselect._workloads.convert import stream_json_array
+from specselect._workloads.dataset_files import extracted_path, load_dataset
+from specselect._workloads.datasets import DATASETS, DatasetSpec
 from specselect.errors import EngineSetupError, WorkloadError
-from specselect.workloads import convert as conv
-from specselect.workloads import extract, load_workload
-from specselect.workloads.canonical import content_sha256
-from specselect.workloads.convert import stream_json_array
-from specselect.workloads.dataset_files import extracted_path, load_dataset
-from specselect.workloads.datasets import DATASETS, DatasetSpec
 
 RECORDS = [
     {"dataset": "vicuna", "instruction": "How do I bake bread?", "output": "...", "generator": "g"},
@@ -190,7 +190,7 @@ def test_sharegpt_takes_the_first_human_turn_of_each_answered_conversation() -> 
 
 
 def test_a_plan_needs_only_the_extracted_sets_it_names_extracted_on_first_use() -> None:
-    from specselect.workloads.extract import extractions_for
+    from specselect._workloads.extract import extractions_for
 
     refs = ["builtin:alpacaeval", "builtin:HumanEval", "builtin:Arena-Hard", "/plans/code.jsonl", "builtin:general"]
     assert [spec.name for spec in extractions_for(refs)] == ["alpacaeval", "arena_hard"]

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
+from specselect._workloads import load_workload, reader
+from specselect._workloads.loader import UNVERSIONED
 from specselect.errors import WorkloadError
 from specselect.records.workloads import ChatMessage
-from specselect.workloads import load_workload, reader
-from specselect.workloads.loader import UNVERSIONED
 
 
 def _jsonl(path: Path, rows: list[Any]) -> Path:

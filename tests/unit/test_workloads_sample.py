@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from specselect._workloads import load_workload
+from specselect._workloads.canonical import content_sha256
+from specselect._workloads.sample import WorkloadSample, sample_items
 from specselect.errors import WorkloadError
-from specselect.workloads import load_workload
-from specselect.workloads.canonical import content_sha256
-from specselect.workloads.sample import WorkloadSample, sample_items
 
 ROWS = [{"id": f"req-{n:02d}", "messages": [{"role": "user", "content": f"Question {n}?"}]} for n in range(20)]
 

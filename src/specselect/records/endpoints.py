@@ -1,7 +1,7 @@
 """Facts about servers specselect does not own (engine kind "openai"), as results files record them.
 
 An endpoint's probe (`EndpointProbe`: identity, version, metrics) and the foreign-traffic check around each
-scenario measured on it (`TrafficCheck`); the code that produces them is in `engines/openai/`.
+scenario measured on it (`TrafficCheck`); the code that produces them is in `_engines/openai/`.
 """
 
 from __future__ import annotations

@@ -8,9 +8,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from specselect.core.gates import AdmissionResult
-from specselect.core.pairing import MemoryFigure
-from specselect.core.status import RunStatus
+from specselect._core.gates import AdmissionResult
+from specselect._core.pairing import MemoryFigure
+from specselect._core.status import RunStatus
 from specselect.records.document import ResultsDocument
 from specselect.records.endpoints import EndpointProbe, TrafficCheck
 from specselect.records.evidence.sweeps import DerivedSchedule

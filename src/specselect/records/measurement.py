@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from specselect.common.canonical import canonical_sha256
+from specselect._common.canonical import canonical_sha256
 from specselect.records.telemetry import RequestSpecMetrics
 
 __all__ = [

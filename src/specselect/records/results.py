@@ -9,8 +9,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from specselect.core.gates import AdmissionInput, AdmissionResult
-from specselect.core.status import RunStatus
+from specselect._core.gates import AdmissionInput, AdmissionResult
+from specselect._core.status import RunStatus
 from specselect.records.assets import ResolvedModel
 from specselect.records.capabilities import AnyCapabilities
 from specselect.records.document import ResultsDocument

@@ -100,7 +100,7 @@ class WorkloadSelection(BaseModel):
     population_sha256: str
     """The content hash of the whole source, so a sample names exactly what it was drawn from."""
     seed: int | None = None
-    """`seeded_sample` only: the seed of `specselect.workloads.sample.sample_items`."""
+    """`seeded_sample` only: the seed of `specselect._workloads.sample.sample_items`."""
 
 
 class WorkloadIdentity(BaseModel):

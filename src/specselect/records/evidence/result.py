@@ -8,8 +8,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from specselect.core.decision import DecisionResult, Thresholds
-from specselect.core.pairing import PairEvidence
+from specselect._core.decision import DecisionResult, Thresholds
+from specselect._core.pairing import PairEvidence
 from specselect.records.evidence.categories import CategoryBreakdown
 from specselect.records.evidence.parity import ScenarioParity
 from specselect.records.evidence.prediction import SpeedupPrediction

@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from specselect.core.decision import SpeedupInterval
+from specselect._core.decision import SpeedupInterval
 from specselect.records.evidence.stats import RatioEstimate
 
 __all__ = [

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from specselect.core.decision import SpeedupInterval
+from specselect._core.decision import SpeedupInterval
 
 __all__ = [
     "STATS_SCHEMA_VERSION",

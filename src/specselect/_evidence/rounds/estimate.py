@@ -1,0 +1,296 @@
+"""Paired-round estimates: a pair's per-round log ratios, their variance (its own, or pooled over the run's pairs)
+and a t interval with its degrees of freedom.
+
+Per round r the pair gives y_r = log(candidate / baseline) of a metric over the frozen items (`table`). The
+estimate is the mean over rounds, exp(mean y_r) (the ratio of each side's geometric-mean value), and its
+variance depends on what the claim is about (the estimand, chosen by the plan):
+
+- `frozen_prompts`: what a rerun of the same design on the same items reproduces. Everything that moves a
+  round's ratio -- the launches' own state, the noise the two adjacent launches do not share, request noise --
+  moves y_r, so var = s^2 / R with s^2 the rounds' sample variance (R - 1 degrees of freedom), or the pooled one.
+- `traffic`: the speedup on the population of prompts the items were drawn from. The item component is added
+  in closed form from the (round x item) table: with z_ri each item's linearised share of round r's log ratio,
+  the items' mean square MS_I = R sum_i mean_r(z_ri)^2 / (I - 1) and the residual MS_E give
+  sigma^2_item = max(0, (MS_I - MS_E) / R) and var += sigma^2_item / I (Satterthwaite degrees of freedom).
+
+One round has no round-to-round variance: its interval is the items' alone (var_i(z) / I, I - 1 degrees of
+freedom), says `launch_variance_included = false`, and an accept cannot rest on it (`core.decision`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+from scipy import stats as scipy_stats
+
+from specselect._evidence.rounds.table import RoundTable, round_table
+from specselect._evidence.samples import RequestSample
+from specselect.records.evidence.rounds import (
+    HOMOGENEITY_ALPHA,
+    Estimand,
+    Metric,
+    RoundEstimate,
+    VariancePool,
+    VarianceSource,
+)
+from specselect.records.evidence.stats import ThroughputBasis
+
+__all__ = ["MetricRounds", "estimate_metric", "metric_rounds", "pair_estimate", "pool_variances", "t_quantile"]
+
+
+_STATISTIC: dict[Metric, str] = {
+    "throughput": "exp(mean over rounds of log ratio_of_totals(tokens/{basis}_s))",
+    "ttft_mean": "exp(mean over rounds of log(mean TTFT ratio))",
+    "e2e_mean": "exp(mean over rounds of log(mean E2E ratio))",
+}
+_UNIT: dict[Metric, str] = {"throughput": "tokens/s", "ttft_mean": "s", "e2e_mean": "s"}
+
+
+class MetricRounds(BaseModel):
+    """One pair's rounds of one metric, before any pooling."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    metric: Metric
+    rounds: tuple[int, ...]
+    log_ratios: tuple[float, ...]
+    baseline_values: tuple[float, ...]
+    candidate_values: tuple[float, ...]
+    n_items: int
+    round_variance: float | None
+    """Sample variance of the per-round log ratios (None below two rounds or when not finite)."""
+    item_variance: float | None
+    """sigma^2 of one item's effect (the traffic component); with one round var_i(z), request noise included."""
+    item_variance_df: float | None
+
+    @property
+    def round_df(self) -> int:
+        return max(0, len(self.rounds) - 1)
+
+    @property
+    def mean_log(self) -> float | None:
+        return float(np.mean(self.log_ratios)) if self.log_ratios else None
+
+
+def _item_component(z: np.ndarray) -> tuple[float | None, float | None]:
+    """(sigma^2_item, its df) from the (rounds x items) influence table; one round: var_i(z) with I - 1 df."""
+    n_rounds, n_items = z.shape
+    if n_items < 2 or not np.all(np.isfinite(z)):
+        return None, None
+    item_means = z.mean(axis=0)
+    ms_items = n_rounds * float(np.sum(item_means**2)) / (n_items - 1)
+    if n_rounds < 2:
+        return ms_items, float(n_items - 1)
+    df_res = (n_rounds - 1) * (n_items - 1)
+    ms_res = float(np.sum((z - item_means) ** 2)) / df_res
+    value = (ms_items - ms_res) / n_rounds
+    if value <= 0:
+        return 0.0, None
+    df = (ms_items - ms_res) ** 2 / (ms_items**2 / (n_items - 1) + ms_res**2 / df_res)
+    return value, df
+
+
+def metric_rounds(table: RoundTable, metric: Metric) -> MetricRounds:
+    """The pair's per-round log ratios of `metric` and its variance components."""
+    y = table.log_ratios(metric)
+    finite = bool(np.all(np.isfinite(y))) and y.size > 0
+    variance = float(np.var(y, ddof=1)) if finite and y.size >= 2 else None
+    item, item_df = _item_component(table.item_influence(metric)) if finite else (None, None)
+    return MetricRounds(
+        metric=metric,
+        rounds=table.rounds if finite else (),
+        log_ratios=tuple(float(v) for v in y) if finite else (),
+        baseline_values=tuple(float(v) for v in table.baseline.values(metric)) if finite else (),
+        candidate_values=tuple(float(v) for v in table.candidate.values(metric)) if finite else (),
+        n_items=len(table.items),
+        round_variance=variance if variance is not None and math.isfinite(variance) else None,
+        item_variance=item,
+        item_variance_df=item_df,
+    )
+
+
+def _bartlett(variances: Sequence[float], dfs: Sequence[int]) -> tuple[float, float]:
+    n = float(sum(dfs))
+    pooled = sum(v * d for v, d in zip(variances, dfs, strict=True)) / n
+    k = len(variances)
+    stat = n * math.log(pooled) - sum(d * math.log(v) for v, d in zip(variances, dfs, strict=True))
+    correction = 1.0 + (sum(1.0 / d for d in dfs) - 1.0 / n) / (3.0 * (k - 1))
+    statistic = stat / correction
+    return statistic, float(scipy_stats.chi2.sf(statistic, k - 1))
+
+
+def pool_variances(
+    metric: Metric, pairs: Mapping[str, MetricRounds], homogeneity_alpha: float = HOMOGENEITY_ALPHA
+) -> VariancePool:
+    """Pool the round variances of every pair with two or more rounds and a positive variance."""
+    members = sorted(k for k, m in pairs.items() if m.round_variance is not None and m.round_variance > 0)
+    variances = tuple(float(pairs[k].round_variance or 0.0) for k in members)
+    dfs = tuple(pairs[k].round_df for k in members)
+    total_df = sum(dfs)
+    pooled = sum(v * d for v, d in zip(variances, dfs, strict=True)) / total_df if total_df else None
+    statistic = p_value = None
+    homogeneous = len(members) >= 2
+    if len(members) >= 2:
+        statistic, p_value = _bartlett(variances, dfs)
+        homogeneous = p_value >= homogeneity_alpha
+    return VariancePool(
+        metric=metric,
+        members=tuple(members),
+        variances=variances,
+        dfs=dfs,
+        pooled_variance=pooled,
+        pooled_df=total_df,
+        bartlett_statistic=statistic,
+        bartlett_p=p_value,
+        homogeneous=homogeneous,
+        homogeneity_alpha=homogeneity_alpha,
+    )
+
+
+def t_quantile(level: float, df: float | None) -> float:
+    """The two-sided `level` quantile of Student's t (the normal's for df None or huge)."""
+    upper = (1.0 + level) / 2.0
+    if df is None or df > 1e6:
+        return float(scipy_stats.norm.ppf(upper))
+    return float(scipy_stats.t.ppf(upper, df))
+
+
+def _satterthwaite(parts: Sequence[tuple[float, float | None]]) -> float | None:
+    total = sum(v for v, _ in parts)
+    denom = 0.0
+    for value, df in parts:
+        if value <= 0:
+            continue
+        if df is None or df <= 0:
+            return None
+        denom += value * value / df
+    return total * total / denom if denom > 0 else None
+
+
+_MAX_LOG = 700.0
+
+
+def _geomean(values: Sequence[float]) -> float | None:
+    if not values or any(v <= 0 or not math.isfinite(v) for v in values):
+        return None
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+@dataclass(frozen=True)
+class _Variance:
+    total: float
+    """Variance of the mean log ratio."""
+    df: float | None
+    source: VarianceSource
+    per_round: float | None = None
+    per_round_df: float | None = None
+
+
+def _variance(m: MetricRounds, key: str, pool: VariancePool | None, estimand: Estimand) -> _Variance | str:
+    """The variance of the pair's mean log ratio, or why there is none."""
+    if len(m.rounds) < 2:
+        if m.item_variance is None or m.n_items < 2:
+            return "too_few_items"
+        return _Variance(m.item_variance / m.n_items, m.item_variance_df, "items_only")
+    chosen = pool.variance_for(key) if pool is not None else None
+    if chosen is not None:
+        variance, df, source = chosen
+    elif m.round_variance is None or m.round_variance <= 0:
+        return "no_round_variance"
+    else:
+        variance, df, source = m.round_variance, float(m.round_df), "pair"
+    parts: list[tuple[float, float | None]] = [(variance / len(m.rounds), df)]
+    if estimand == "traffic" and m.item_variance:
+        parts.append((m.item_variance / m.n_items, m.item_variance_df))
+    total = sum(v for v, _ in parts)
+    return _Variance(total, _satterthwaite(parts) if len(parts) > 1 else df, source, variance, df)
+
+
+def _unbounded(m: MetricRounds, table: RoundTable, *, level: float, estimand: Estimand, basis: str) -> RoundEstimate:
+    """The estimate's point and rounds, before any interval."""
+    mean = m.mean_log
+    base = RoundEstimate(
+        metric=m.metric,
+        statistic=_STATISTIC[m.metric].format(basis=basis),
+        unit=_UNIT[m.metric],
+        estimand=estimand,
+        point=None if mean is None else math.exp(mean),
+        level=level,
+        excluded_rounds=dict(table.excluded_rounds),
+        unpaired_rounds=table.unpaired_rounds,
+        n_items=m.n_items,
+        dropped_items=table.dropped_items,
+    )
+    if mean is None:
+        return base.model_copy(update={"reason": "no_usable_rounds" if not table.rounds else "undefined_ratio"})
+    return base.model_copy(
+        update={
+            "rounds": m.rounds,
+            "round_log_ratios": m.log_ratios,
+            "baseline_values": m.baseline_values,
+            "candidate_values": m.candidate_values,
+            "baseline_value": _geomean(m.baseline_values),
+            "candidate_value": _geomean(m.candidate_values),
+            "round_variance": m.round_variance,
+            "item_variance": m.item_variance,
+        }
+    )
+
+
+def estimate_metric(
+    m: MetricRounds,
+    table: RoundTable,
+    *,
+    key: str,
+    level: float,
+    estimand: Estimand,
+    pool: VariancePool | None = None,
+    basis: str = "e2e",
+) -> RoundEstimate:
+    """The estimate of `m` (pair `key` of `pool`) at `level` for `estimand`; never raises on data."""
+    filled = _unbounded(m, table, level=level, estimand=estimand, basis=basis)
+    mean = m.mean_log
+    if mean is None:
+        return filled
+    variance = _variance(m, key, pool, estimand)
+    if isinstance(variance, str):
+        return filled.model_copy(update={"reason": variance})
+    se = math.sqrt(variance.total)
+    reach = t_quantile(level, variance.df) * se
+    if not math.isfinite(reach) or abs(mean) + reach * math.sqrt(2.0) > _MAX_LOG:
+        return filled.model_copy(update={"reason": "degenerate_interval"})
+    return filled.model_copy(
+        update={
+            "low": math.exp(mean - reach),
+            "high": math.exp(mean + reach),
+            "df": variance.df,
+            "se_log": se,
+            "variance_source": variance.source,
+            "variance_used": variance.per_round,
+            "variance_df": variance.per_round_df,
+            "launch_variance_included": variance.source != "items_only",
+            "rerun_low": math.exp(mean - math.sqrt(2.0) * reach),
+            "rerun_high": math.exp(mean + math.sqrt(2.0) * reach),
+            "reason": "one_round_items_only" if variance.source == "items_only" else None,
+        }
+    )
+
+
+def pair_estimate(
+    baseline: Sequence[RequestSample],
+    candidate: Sequence[RequestSample],
+    *,
+    level: float,
+    estimand: Estimand = "frozen_prompts",
+    basis: ThroughputBasis = "e2e",
+    metric: Metric = "throughput",
+    exclude: Mapping[int, str] | None = None,
+) -> RoundEstimate:
+    """One pair's estimate of `metric` with its own round variance (no pool): the estimator of a scenario's part
+    (a prompt-length bucket) and of the early stop, the same one every decision uses."""
+    table = round_table(baseline, candidate, basis=basis, exclude=exclude)
+    return estimate_metric(metric_rounds(table, metric), table, key="", level=level, estimand=estimand, basis=basis)

@@ -1,0 +1,1 @@
+"""specselect._runner."""

@@ -1,8 +1,0 @@
-"""specselect.engines.vllm: the vLLM engine (environment, probe, launch, speculative config).
-
-Submodules are imported on demand (`specselect.engines.vllm.engine`, `.launch`, `.specconfig`, ...).
-"""
-
-from __future__ import annotations
-
-__all__: list[str] = []
