@@ -35,8 +35,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from specselect._common.fileio import atomic_write_text
 from specselect._engines.base import LaunchSpec
-from specselect._workloads.model import WorkloadItem
 from specselect.records.measurement import Endpoint
+from specselect.records.workloads import WorkloadItem
 
 __all__ = [
     "CPU_ENGINE_ARGS",

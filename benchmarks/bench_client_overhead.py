@@ -62,8 +62,8 @@ from _common import (
 )
 from bench_fidelity import ENGINE_TPOT
 from specselect._measure import e2e_ms, run_load, tpot_ms, ttft_ms
-from specselect._workloads.model import ChatMessage, WorkloadItem
 from specselect.records.measurement import Endpoint, ScenarioSpec
+from specselect.records.workloads import ChatMessage, WorkloadItem
 
 N_ITEMS = 64
 MODEL = "stub-model"

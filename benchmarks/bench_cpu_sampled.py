@@ -27,9 +27,9 @@ from pathlib import Path
 
 from _common import Report, RunClock, TargetCheck, add_results_arguments, machine_description, publish, server_lock
 from bench_selection_cost import Timed, plan_line
-from specselect._evidence.pipeline import ScenarioEvidence
 from specselect._report.console import fmt_interval
 from specselect._report.data import ReportData, load_report_data
+from specselect.records.evidence.result import ScenarioEvidence
 
 PLAN = "builtin:cpu-sampled"
 TITLE = "Selection at temperature 0 and 0.7 on the real engine: `builtin:cpu-sampled`"

@@ -54,9 +54,9 @@ from specselect._engines.vllm.specconfig import build_speculative_config
 from specselect._engines.vllm.telemetry import spec_decode_delta
 from specselect._measure import e2e_ms, run_load, ttft_ms
 from specselect._workloads.loader import load_workload
-from specselect._workloads.model import Workload
 from specselect.records.measurement import Endpoint, SamplingParams, ScenarioSpec
 from specselect.records.telemetry import SpecTelemetry, build_spec_telemetry, summarize_per_request
+from specselect.records.workloads import Workload
 
 GROUPS = ("baseline", "ngram")
 

@@ -53,8 +53,8 @@ from _common import (
 from specselect._engines.base import LaunchSpec
 from specselect._measure import request_order, run_load
 from specselect._workloads.loader import load_workload
-from specselect._workloads.model import WorkloadItem
 from specselect.records.measurement import Endpoint, SamplingParams, ScenarioSpec
+from specselect.records.workloads import WorkloadItem
 
 METRICS = (
     ("TTFT p50 (ms)", "ttft_ms", ".1f"),

@@ -46,8 +46,8 @@ from specselect._measure import run_load
 from specselect._measure.hostload import HostLoadMeter
 from specselect._plan.sections import DEFAULT_MAX_HOST_FOREIGN_CPU_SHARE
 from specselect._workloads.loader import load_workload
-from specselect._workloads.model import Workload
 from specselect.records.measurement import Endpoint, SamplingParams, ScenarioSpec
+from specselect.records.workloads import Workload
 
 TITLE = "Host load: a neighbour's CPU share against the server's slowdown"
 LEVELS = ((1, 0.05), (1, 0.1), (1, 0.2), (1, 0.4), (2, 0.4))

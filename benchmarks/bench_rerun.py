@@ -42,9 +42,9 @@ from _common import (
     server_lock,
 )
 from bench_selection_cost import CONTROL_HEADERS, control_rows, plan_line
-from specselect._evidence.pipeline import ScenarioEvidence
-from specselect._evidence.rounds.estimate import RoundEstimate
 from specselect._report.data import ReportData, load_report_data
+from specselect.records.evidence.result import ScenarioEvidence
+from specselect.records.evidence.rounds import RoundEstimate
 
 TITLE = "Rerun agreement: the same plan twice, back to back"
 TARGET_S = 600.0

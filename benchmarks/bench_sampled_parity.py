@@ -32,8 +32,9 @@ from pathlib import Path
 import numpy as np
 
 from _common import Report, RunClock, TargetCheck, add_results_arguments, publish
-from specselect._evidence.sampled_parity import PromptSamples, SampledParity, sampled_parity
+from specselect._evidence.sampled_parity import PromptSamples, sampled_parity
 from specselect._evidence.sampling_model import SamplerSettings, SyntheticModel
+from specselect.records.evidence.sampled_parity import SampledParity
 
 TITLE = "Sampled-output parity: the distribution test's false alarms and power"
 BASE = SamplerSettings(temperature=0.7)

@@ -49,10 +49,10 @@ from _common import (
     server_lock,
     utc_stamp,
 )
-from specselect._artifacts.results import GroupResult, ServerLife
 from specselect._core.status import RunStatus
-from specselect._evidence.pipeline import ScenarioEvidence
 from specselect._report.data import ReportData, load_report_data
+from specselect.records.evidence.result import ScenarioEvidence
+from specselect.records.group import GroupResult, ServerLife
 
 TARGET_S = 600.0
 _STAGE = re.compile(r"^\[\s*([\d.]+)s\] == (.*)$")

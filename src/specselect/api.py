@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, TypedDict, Unpack
 
 from specselect._artifacts.store import RunDocuments, load_run
 from specselect._common.home import default_home
-from specselect._evidence.pipeline import ScenarioEvidence
 from specselect._plan import LoadedPlan
 from specselect._report import write_reports
 from specselect._runner.check import CheckOptions, CheckOutcome, run_check
@@ -24,6 +23,7 @@ from specselect._runner.preflight import validate_plan
 from specselect._runner.progress import Progress, SilentProgress, make_progress
 from specselect._runner.run import RunOptions, RunOutcome, probe_plan, run_plan
 from specselect.errors import MissingDependencyError
+from specselect.records.evidence.result import ScenarioEvidence
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -17,8 +17,9 @@ from typing import Any
 import pytest
 
 from specselect._artifacts.layout import RunLayout
-from specselect._artifacts.results import EvidenceFile, GroupResult, Manifest
 from specselect._artifacts.store import load_document
+from specselect.records.group import GroupResult
+from specselect.records.results import EvidenceFile, Manifest
 
 pytestmark = pytest.mark.e2e
 

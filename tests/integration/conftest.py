@@ -14,10 +14,11 @@ from typing import Any
 import pytest
 from _reduced_plan import RecordedRun, run_recorded_plan
 
-from specselect._assets import ResolvedModel, resolve_model
+from specselect._assets import resolve_model
 from specselect._engines.base import LaunchSpec
 from specselect._engines.vllm.engine import VllmEngine
 from specselect._engines.vllm.envsetup import EngineEnv, ensure_managed_vllm_env
+from specselect.records.assets import ResolvedModel
 
 CPU_SERVER_ENV = {"VLLM_CPU_KVCACHE_SPACE": "2"}
 """A 2 GiB KV cache keeps one server near 5 GB RSS."""

@@ -15,9 +15,11 @@ import pytest
 from _reduced_plan import specselect
 
 from specselect._artifacts.layout import RunLayout
-from specselect._artifacts.results import EvidenceFile, GroupResult, Handoff, Manifest
 from specselect._artifacts.store import load_document
 from specselect._plan.loader import builtin_plan_text
+from specselect.records.group import GroupResult
+from specselect.records.handoff import Handoff
+from specselect.records.results import EvidenceFile, Manifest
 
 pytestmark = pytest.mark.integration
 

@@ -31,10 +31,11 @@ from test_fault_harness import (
 
 import specselect
 from specselect._artifacts.layout import RunLayout
-from specselect._artifacts.results import EvidenceFile
 from specselect._artifacts.store import load_run
-from specselect._evidence.pipeline import Evidence, InMemoryRecords
+from specselect._evidence.pipeline import InMemoryRecords
 from specselect._runner.resume import keep_records
+from specselect.records.evidence.result import Evidence
+from specselect.records.results import EvidenceFile
 
 ray = pytest.importorskip("ray", reason="the cluster backend needs the ray extra (pip install 'specselect[ray]')")
 Cluster = pytest.importorskip("ray.cluster_utils").Cluster

@@ -19,8 +19,9 @@ import pytest
 from _reduced_plan import copy_code_item, copy_list_item, cpu_plan_head, specselect, write_workload
 
 from specselect._artifacts.layout import RunLayout
-from specselect._artifacts.results import EvidenceFile, GroupResult
 from specselect._artifacts.store import load_document
+from specselect.records.group import GroupResult
+from specselect.records.results import EvidenceFile
 
 pytestmark = pytest.mark.integration
 

@@ -16,7 +16,7 @@ from typing import Any
 import psutil
 import pytest
 
-from specselect._engines.base import LaunchSpec, Proposal, ReleaseCheck, RunningServer, SanityResult
+from specselect._engines.base import LaunchSpec, Proposal, RunningServer
 from specselect._engines.http import local_request, port_is_free
 from specselect._engines.vllm.engine import VllmEngine
 from specselect._engines.vllm.specconfig import build_speculative_config
@@ -27,6 +27,7 @@ from specselect._workloads import load_workload
 from specselect.errors import ServerStartError
 from specselect.records.measurement import Endpoint, SamplingParams, ScenarioResult, ScenarioSpec
 from specselect.records.memory import PeakMemory
+from specselect.records.server import ReleaseCheck, SanityResult
 from specselect.records.telemetry import SpecTelemetry, build_spec_telemetry, summarize_per_request
 
 pytestmark = pytest.mark.integration

@@ -35,10 +35,11 @@ import pytest
 import tomli_w
 
 from specselect._artifacts.layout import RunLayout
-from specselect._artifacts.results import GroupResult, Manifest
 from specselect._artifacts.store import load_document
 from specselect._artifacts.verify import verify_run
 from specselect._engines.vllm.envsetup import EngineEnv
+from specselect.records.group import GroupResult
+from specselect.records.results import Manifest
 
 pytestmark = pytest.mark.integration
 

@@ -16,7 +16,6 @@ from _reduced_plan import RecordedRun, recorded_plan, specselect
 
 from specselect._artifacts.check import CheckReport
 from specselect._artifacts.layout import RunLayout
-from specselect._artifacts.results import GroupResult, Handoff
 from specselect._artifacts.store import load_document
 from specselect._engines.prometheus import MetricsSnapshot
 from specselect._engines.server import ServerOptions, ServerProcess
@@ -26,6 +25,8 @@ from specselect._evidence.regression import acceptance_problems
 from specselect._measure import run_load
 from specselect._plan import load_plan
 from specselect._workloads.loader import load_workload
+from specselect.records.group import GroupResult
+from specselect.records.handoff import Handoff
 from specselect.records.measurement import CacheSaltPolicy, Endpoint, SamplingParams, ScenarioSpec
 
 pytestmark = pytest.mark.integration

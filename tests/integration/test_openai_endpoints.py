@@ -15,11 +15,13 @@ import pytest
 from _reduced_plan import COPY_LIST, specselect, write_workload
 
 from specselect._artifacts.layout import RunLayout
-from specselect._artifacts.results import EvidenceFile, GroupResult, Handoff, Manifest
 from specselect._artifacts.store import load_document, load_records
 from specselect._engines.base import RunningServer
 from specselect._engines.http import local_request
 from specselect._engines.vllm.engine import VllmEngine
+from specselect.records.group import GroupResult
+from specselect.records.handoff import Handoff
+from specselect.records.results import EvidenceFile, Manifest
 
 pytestmark = pytest.mark.integration
 

@@ -16,10 +16,11 @@ import os
 import pytest
 
 from specselect._admission.compat import check_compatibility
-from specselect._assets import BUILTIN_MODELS, ResolvedModel, resolve_model
+from specselect._assets import BUILTIN_MODELS, resolve_model
 from specselect._assets.chunked import ChunkedProvenance, gguf_path, parts_dir
 from specselect._assets.marker import MODEL_MARKER
 from specselect._engines.vllm.envsetup import EngineEnv
+from specselect.records.assets import ResolvedModel
 
 pytestmark = [
     pytest.mark.integration,

@@ -12,8 +12,10 @@ import pytest
 from _reduced_plan import RecordedRun, specselect
 
 from specselect._artifacts.layout import RunLayout
-from specselect._artifacts.results import EvidenceFile, GroupResult, Handoff, Manifest, PreflightFile
 from specselect._artifacts.store import load_document, load_records
+from specselect.records.group import GroupResult
+from specselect.records.handoff import Handoff
+from specselect.records.results import EvidenceFile, Manifest, PreflightFile
 
 pytestmark = pytest.mark.integration
 

@@ -26,8 +26,9 @@ import pytest
 from _reduced_plan import cpu_plan_head, specselect
 
 from specselect._artifacts.layout import RunLayout
-from specselect._artifacts.results import EvidenceFile, GroupResult
 from specselect._artifacts.store import load_document
+from specselect.records.group import GroupResult
+from specselect.records.results import EvidenceFile
 
 pytestmark = pytest.mark.integration
 

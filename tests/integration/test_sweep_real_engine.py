@@ -20,11 +20,13 @@ import pytest
 from _reduced_plan import specselect
 
 from specselect._artifacts.layout import RunLayout
-from specselect._artifacts.results import EvidenceFile, GroupResult, Handoff, Manifest
 from specselect._artifacts.store import load_document
 from specselect._artifacts.verify import verify_run
-from specselect._evidence.sweeps import SweepAnalysis
 from specselect._plan.loader import builtin_plan_text
+from specselect.records.evidence.sweeps import SweepAnalysis
+from specselect.records.group import GroupResult
+from specselect.records.handoff import Handoff
+from specselect.records.results import EvidenceFile, Manifest
 
 pytestmark = pytest.mark.integration
 

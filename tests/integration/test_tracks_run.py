@@ -11,8 +11,10 @@ from pathlib import Path
 import pytest
 
 from specselect._artifacts.layout import RunLayout
-from specselect._artifacts.results import EvidenceFile, GroupResult, Handoff, Manifest, PreflightFile
 from specselect._artifacts.store import load_document
+from specselect.records.group import GroupResult
+from specselect.records.handoff import Handoff
+from specselect.records.results import EvidenceFile, Manifest, PreflightFile
 
 pytestmark = pytest.mark.integration
 

@@ -14,11 +14,9 @@ from test_assets_files import tiny_llama
 
 from specselect._admission import Gathered, capacity_check
 from specselect._assets.memory_estimate import CPU_RUNTIME_OVERHEAD_MB, MemoryTerms, estimate_memory
-from specselect._assets.refs import ResolvedModel
 from specselect._core.gates import AdmissionResult, admit
 from specselect._core.status import RunStatus
 from specselect._engines import EngineSetup, GroupContext
-from specselect._engines.capabilities import DeviceInfo, EngineCapabilities, SglangCapabilities, VllmCapabilities
 from specselect._engines.settings import memory_flags
 from specselect._engines.sglang.engine import SglangEngine
 from specselect._engines.sglang.gate import sglang_method
@@ -28,6 +26,8 @@ from specselect._engines.vllm.engine import VllmEngine
 from specselect._plan import EngineConfig, TargetConfig, load_plan
 from specselect._plan.candidates import Candidate
 from specselect.errors import ConfigError
+from specselect.records.assets import ResolvedModel
+from specselect.records.capabilities import DeviceInfo, EngineCapabilities, SglangCapabilities, VllmCapabilities
 
 METHODS = (
     "ngram",

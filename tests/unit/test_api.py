@@ -20,11 +20,11 @@ import pytest
 
 import specselect
 from specselect import api
-from specselect._engines.base import SanityResult
 from specselect._engines.openai.engine import AttachedServer, OpenAIEndpointEngine
 from specselect._plan import builtin_plan_text
 from specselect._runner.progress import SilentProgress
 from specselect.errors import ConfigError, MissingDependencyError, PlanError, ResultsError, UsageError
+from specselect.records.server import SanityResult
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests.stubs is test support, not in the package
 from tests.stubs.openai_stub import StubBehavior, StubServer

@@ -9,13 +9,7 @@ from pathlib import Path
 import pytest
 
 from specselect._assets import identity
-from specselect._assets.identity import (
-    FileHashCache,
-    content_hash,
-    directory_files,
-    hash_directory,
-    tokenizer_sha256,
-)
+from specselect._assets.identity import FileHashCache, content_hash, directory_files, hash_directory, tokenizer_sha256
 from specselect._assets.safetensors_meta import checkpoint_size, read_header, write_subset
 from specselect._assets.truncate import keep_first_layers
 from specselect.errors import EngineSetupError

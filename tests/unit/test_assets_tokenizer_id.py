@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from specselect._assets.identity import tokenizer_sha256
-from specselect._assets.refs import ResolvedModel, describe_model_dir
+from specselect._assets.refs import describe_model_dir
 from specselect._assets.tokenizer_id import tokenizer_fingerprint
+from specselect.records.assets import ResolvedModel
 
 FIXTURES = Path(__file__).parent / "data" / "tokenizers"
 

@@ -14,8 +14,8 @@ import pytest
 from test_report_sample import build_run
 
 from specselect._core.status import Decision
-from specselect._evidence.rounds.estimate import RoundEstimate
 from specselect._report.data import ReportData, load_report_data
+from specselect.records.evidence.rounds import RoundEstimate
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 

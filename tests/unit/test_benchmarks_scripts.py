@@ -16,14 +16,14 @@ from types import ModuleType
 import pytest
 from test_report_sample import build_run
 
-from specselect._artifacts.results import GroupLaunch
 from specselect._core.status import RunStatus
-from specselect._engines.base import ReleaseCheck
-from specselect._evidence.rounds.estimate import RoundEstimate
 from specselect._measure import plan_requests
 from specselect._report.data import load_report_data
 from specselect._workloads.loader import load_workload
+from specselect.records.evidence.rounds import RoundEstimate
+from specselect.records.group import GroupLaunch
 from specselect.records.measurement import CacheSaltPolicy, Endpoint, SamplingParams, ScenarioSpec
+from specselect.records.server import ReleaseCheck
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 SCRIPTS = (

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from specselect._artifacts.results import GroupLaunch, GroupResult, NodeFacts, ScenarioRun
-from specselect._common.hostfacts import collect_host_info
+from specselect._measure.hostfacts import collect_host_info
 from specselect._runner.cluster.nodes import cluster_nodes
+from specselect.records.group import GroupLaunch, GroupResult, ScenarioRun
+from specselect.records.results import NodeFacts
 
 HOST = collect_host_info()
 

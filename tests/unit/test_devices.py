@@ -14,7 +14,6 @@ from test_admission_gather import caps
 from tests.fakegpu import FakeGpu, FakeMig, fake_nvml
 
 from specselect._engines import EngineSetup
-from specselect._engines.capabilities import DeviceInfo, VllmCapabilities
 from specselect._engines.devices import (
     DeviceScan,
     device_findings,
@@ -28,6 +27,7 @@ from specselect._engines.devices import (
 from specselect._engines.probing import device_budget, leased_setup
 from specselect._measure.memory import PeakMemorySampler
 from specselect._plan import load_plan
+from specselect.records.capabilities import DeviceInfo, VllmCapabilities
 
 A100 = "GPU-5f3c9d2e-8a1b-4c7d-9e0f-112233445566"
 H100 = "GPU-77aa88bb-1111-2222-3333-444455556666"

@@ -12,16 +12,17 @@ import pytest
 
 from specselect._admission.gather import Gathered
 from specselect._assets.memory_estimate import DEFAULT_CPU_KVCACHE_GIB
-from specselect._assets.refs import ResolvedModel
 from specselect._core.gates import AdmissionInput, GateCheck
-from specselect._engines.base import EngineSetup, GroupContext, ServeFlags
-from specselect._engines.capabilities import DeviceInfo, SglangCapabilities, VllmCapabilities
+from specselect._engines.base import EngineSetup, GroupContext
 from specselect._engines.openai.engine import OpenAIEndpointEngine
 from specselect._engines.sglang.engine import SglangEngine
 from specselect._engines.vllm.controllers import KNOWN_CONTROLLERS
 from specselect._engines.vllm.engine import VllmEngine
 from specselect._engines.vllm.launch import VLLM_SERVER_MODULE
 from specselect._plan import Candidate, EngineConfig, TargetConfig
+from specselect.records.assets import ResolvedModel
+from specselect.records.capabilities import DeviceInfo, SglangCapabilities, VllmCapabilities
+from specselect.records.server import ServeFlags
 
 TARGET = ResolvedModel(
     ref="builtin:smollm2-135m",

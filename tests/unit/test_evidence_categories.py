@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from specselect._evidence.categories import UNCATEGORIZED, acceptance_summary, category_breakdown
+from specselect._evidence.categories import acceptance_summary, category_breakdown
 from specselect._evidence.samples import RequestPair, RequestSample
-from specselect._evidence.stats import BootstrapPolicy
+from specselect.records.evidence.categories import UNCATEGORIZED
+from specselect.records.evidence.stats import BootstrapPolicy
 from specselect.records.telemetry import RequestSpecMetrics
 
 POLICY = BootstrapPolicy(n_resamples=300)

@@ -8,10 +8,12 @@ import math
 import numpy as np
 import pytest
 
-from specselect._evidence.mix import CellSpeedup, MixCell, MixPolicy, mix_speedup
+from specselect._evidence.mix import CellSpeedup, MixCell, mix_speedup
 from specselect._evidence.rounds.estimate import pair_estimate
 from specselect._evidence.samples import RequestPair, RequestSample
-from specselect._evidence.stats import BootstrapPolicy, throughput_speedup
+from specselect._evidence.stats import throughput_speedup
+from specselect.records.evidence.mix import MixPolicy
+from specselect.records.evidence.stats import BootstrapPolicy
 
 TOKENS = 64
 N_ITEMS = 24

@@ -7,8 +7,6 @@ import pytest
 from specselect._evidence.parity import (
     CHARACTER_LEVEL_NOTE,
     Output,
-    ParityPolicy,
-    ParityVerdict,
     baseline_consistency,
     classify_divergence,
     compare_outputs,
@@ -20,6 +18,7 @@ from specselect._evidence.parity import (
     scenario_parity,
 )
 from specselect._evidence.samples import RequestKey
+from specselect.records.evidence.parity import ParityPolicy, ParityVerdict
 from specselect.records.measurement import ErrorKind, RequestRecord
 
 
@@ -232,7 +231,7 @@ def test_verdict_to_quality_ok() -> None:
 
 
 def test_result_round_trips_through_json() -> None:
-    from specselect._evidence.parity import ScenarioParity
+    from specselect.records.evidence.parity import ScenarioParity
 
     result = scenario_parity({("a", 0): [1, 2], ("a", 1): [1, 2]}, {("a", 0): [1, 3], ("a", 1): [1, 2]})
     again = ScenarioParity.model_validate_json(result.model_dump_json())

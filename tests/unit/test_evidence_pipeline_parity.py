@@ -9,8 +9,9 @@ import pytest
 from test_evidence_pipeline_tracks import KEY, TOKENS, Store, candidate_run, evidence, group, records, scenario_run
 
 from specselect._evidence.parity import pass_logprobs
-from specselect._evidence.pipeline import CONTAMINATION_RULE, MISSING_UNCONTAMINATED, ParityPassPolicy
+from specselect._evidence.pipeline import CONTAMINATION_RULE, MISSING_UNCONTAMINATED
 from specselect.records.endpoints import IdleWindow, TrafficCheck
+from specselect.records.evidence.result import ParityPassPolicy
 from specselect.records.host import HostLoad
 from specselect.records.measurement import RequestRecord
 from specselect.records.telemetry import SpecTelemetry

@@ -11,12 +11,13 @@ import pytest
 from test_evidence_pipeline_tracks import ACTIVE, KEY, scenario_run
 from test_evidence_pipeline_tracks import records as one_launch_records
 
-from specselect._artifacts.results import GroupLaunch, GroupResult
 from specselect._core.decision import Thresholds
 from specselect._core.status import RunStatus
-from specselect._evidence.pipeline import Evidence, EvidenceSettings, InMemoryRecords, build_evidence
-from specselect._evidence.rounds.design import LookSchedule
-from specselect._evidence.stats import BootstrapPolicy
+from specselect._evidence.pipeline import EvidenceSettings, InMemoryRecords, build_evidence
+from specselect.records.evidence.result import Evidence
+from specselect.records.evidence.rounds import LookSchedule
+from specselect.records.evidence.stats import BootstrapPolicy
+from specselect.records.group import GroupLaunch, GroupResult
 from specselect.records.host import HostLoad
 from specselect.records.measurement import RequestRecord
 from specselect.records.memory import PeakMemory

@@ -10,15 +10,17 @@ from pathlib import Path
 import numpy as np
 from test_evidence_pipeline_tracks import ITEMS, KEY, Store, candidate_run, evidence, group, records, scenario_run
 
-from specselect._artifacts.results import EvidenceFile, Manifest
-from specselect._evidence.pipeline import ScenarioEvidence, ScenarioKey
-from specselect._evidence.sampled_parity import Sample, SampledParityPolicy
+from specselect._evidence.pipeline import ScenarioKey
+from specselect._evidence.sampled_parity import Sample
 from specselect._evidence.sampling_model import SamplerSettings, SyntheticModel
 from specselect._report.console import DECISION_COLUMNS, decision_rows
 from specselect._report.data import ReportData
 from specselect._report.evidence_tables import distribution_spec
 from specselect._report.sweep_tables import temperature_spec
+from specselect.records.evidence.result import ScenarioEvidence
+from specselect.records.evidence.sampled_parity import SampledParityPolicy
 from specselect.records.measurement import RequestRecord, TokenLogprob
+from specselect.records.results import EvidenceFile, Manifest
 
 SAMPLED = ScenarioKey(KEY.workload, KEY.concurrency, 0.7)
 PASS = SAMPLED.parity_scenario

@@ -7,25 +7,20 @@ from collections.abc import Sequence
 from typing import Any
 
 from specselect._artifacts.handoff.build import HandoffInputs, build_handoff
-from specselect._artifacts.results import EvidenceFile, GroupLaunch, GroupResult, ScenarioRun
 from specselect._core.decision import Thresholds
 from specselect._core.status import RunStatus
-from specselect._evidence.pipeline import (
-    TRACK_RULE,
-    EvidenceSettings,
-    InMemoryRecords,
-    ParityPassPolicy,
-    ScenarioKey,
-    build_evidence,
-)
-from specselect._evidence.sampled_parity import SampledParityPolicy
-from specselect._evidence.stats import BootstrapPolicy
+from specselect._evidence.pipeline import TRACK_RULE, EvidenceSettings, InMemoryRecords, ScenarioKey, build_evidence
 from specselect._measure.metrics import summarize
 from specselect._plan import Plan
-from specselect._workloads.model import WorkloadIdentity
+from specselect.records.evidence.result import ParityPassPolicy
+from specselect.records.evidence.sampled_parity import SampledParityPolicy
+from specselect.records.evidence.stats import BootstrapPolicy
+from specselect.records.group import GroupLaunch, GroupResult, ScenarioRun
 from specselect.records.measurement import CacheSaltPolicy, LoadShape, RequestRecord, ScenarioSpec, TokenLogprob
 from specselect.records.memory import PeakMemory
+from specselect.records.results import EvidenceFile
 from specselect.records.telemetry import SpecTelemetry
+from specselect.records.workloads import WorkloadIdentity
 
 ITEMS = ("a", "b", "c", "d")
 KEY = ScenarioKey("w", 1)

@@ -7,9 +7,7 @@ import pytest
 
 from specselect._evidence.prediction import (
     AcceptanceTelemetry,
-    ProposerCost,
     SweepObservation,
-    VerifyCostModel,
     baseline_tpot,
     expected_tokens_iid,
     expected_tokens_per_step,
@@ -23,6 +21,7 @@ from specselect._evidence.prediction import (
     verify_cost_from_prefill,
 )
 from specselect._evidence.samples import RequestPair, RequestSample
+from specselect.records.evidence.prediction import ProposerCost, VerifyCostModel
 from specselect.records.telemetry import RequestSpecMetrics
 
 

@@ -9,11 +9,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from specselect._evidence.categories import category_breakdown
-from specselect._evidence.parity import Output, ParityVerdict, compare_tokens, quality_ok_from_verdict, scenario_parity
-from specselect._evidence.prediction import ProposerCost, VerifyCostModel, predict_speedup
+from specselect._evidence.parity import Output, compare_tokens, quality_ok_from_verdict, scenario_parity
+from specselect._evidence.prediction import predict_speedup
 from specselect._evidence.rounds.estimate import pair_estimate
 from specselect._evidence.samples import RequestKey, RequestPair, RequestSample
-from specselect._evidence.stats import BootstrapPolicy, RatioEstimate, paired_stats
+from specselect._evidence.stats import paired_stats
+from specselect.records.evidence.parity import ParityVerdict
+from specselect.records.evidence.prediction import ProposerCost, VerifyCostModel
+from specselect.records.evidence.stats import BootstrapPolicy, RatioEstimate
 from specselect.records.telemetry import RequestSpecMetrics
 
 POLICY = BootstrapPolicy(n_resamples=100, min_clusters=2)

@@ -12,7 +12,7 @@ from specselect._evidence.regression import (
     parity_problem,
     speedup_problem,
 )
-from specselect._evidence.stats import BootstrapPolicy
+from specselect.records.evidence.stats import BootstrapPolicy
 from specselect.records.measurement import RequestRecord
 from specselect.records.telemetry import RequestSpecMetrics
 

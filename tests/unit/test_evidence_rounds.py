@@ -11,12 +11,13 @@ from scipy import stats as scipy_stats
 
 from specselect._core.decision import Confidence, DecisionResult, SpeedupInterval, Thresholds
 from specselect._core.status import Decision, EvidenceStatus
-from specselect._evidence.rounds.design import LookSchedule, TrackRound, round_order
+from specselect._evidence.rounds.design import TrackRound, round_order
 from specselect._evidence.rounds.drift import drift_check
 from specselect._evidence.rounds.estimate import estimate_metric, metric_rounds, pair_estimate, pool_variances
-from specselect._evidence.rounds.looks import PairLook, PairState, deciding_look, look_points, pair_state, plan_rounds
+from specselect._evidence.rounds.looks import deciding_look, look_points, pair_state, plan_rounds
 from specselect._evidence.rounds.table import round_table
 from specselect._evidence.samples import RequestSample
+from specselect.records.evidence.rounds import LookSchedule, PairLook, PairState
 
 ITEMS = ("a", "b", "c", "d")
 

@@ -8,15 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specselect._evidence.sampled_parity import (
-    PromptSamples,
-    Sample,
-    SampledParity,
-    SampledParityPolicy,
-    StatisticResult,
-    sampled_parity,
-)
+from specselect._evidence.sampled_parity import PromptSamples, Sample, sampled_parity
 from specselect._evidence.sampling_model import SamplerSettings, SyntheticModel
+from specselect.records.evidence.sampled_parity import SampledParity, SampledParityPolicy, StatisticResult
 
 BASE = SamplerSettings(temperature=0.7)
 FAST = SampledParityPolicy(permutations=199)

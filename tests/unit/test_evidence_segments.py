@@ -13,16 +13,10 @@ from test_sweep_analysis_crossover import est
 
 from specselect._evidence.rounds.estimate import pair_estimate
 from specselect._evidence.samples import RequestPair, RequestSample
-from specselect._evidence.segments import (
-    SEGMENT_RULE,
-    InputLengthSegments,
-    SegmentPolicy,
-    bucket_label,
-    input_length_segments,
-    item_lengths,
-    speedup_outcome,
-)
-from specselect._evidence.stats import BootstrapPolicy, throughput_speedup
+from specselect._evidence.segments import bucket_label, input_length_segments, item_lengths, speedup_outcome
+from specselect._evidence.stats import throughput_speedup
+from specselect.records.evidence.segments import SEGMENT_RULE, InputLengthSegments, SegmentPolicy
+from specselect.records.evidence.stats import BootstrapPolicy
 from specselect.records.measurement import RequestRecord
 from specselect.records.telemetry import RequestSpecMetrics
 

@@ -12,8 +12,6 @@ from specselect._core.decision import SpeedupInterval
 from specselect._evidence.bootstrap import cluster_ids, weighted_quantile
 from specselect._evidence.samples import RequestPair, RequestSample, pair_requests
 from specselect._evidence.stats import (
-    BootstrapPolicy,
-    PairedStats,
     decode_speedup,
     e2e_quantile_ratio,
     mean_per_sample_speedup,
@@ -22,6 +20,7 @@ from specselect._evidence.stats import (
     throughput_speedup,
     ttft_quantile_ratio,
 )
+from specselect.records.evidence.stats import BootstrapPolicy, PairedStats
 
 FAST = BootstrapPolicy(n_resamples=500)
 

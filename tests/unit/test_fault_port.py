@@ -20,8 +20,9 @@ from test_fault_harness import (  # noqa: F401  (fixtures)
 
 import specselect._engines.server as server_module
 from specselect._artifacts.layout import RunLayout
-from specselect._artifacts.results import GroupResult, Manifest
 from specselect._artifacts.store import load_document
+from specselect.records.group import GroupResult
+from specselect.records.results import Manifest
 
 LABEL = "faults"
 

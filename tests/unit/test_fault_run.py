@@ -25,9 +25,10 @@ from test_fault_harness import (  # noqa: F401  (fixtures)
 )
 
 from specselect._artifacts.layout import RunLayout
-from specselect._artifacts.results import GroupResult, Manifest
 from specselect._artifacts.store import load_document
 from specselect._artifacts.verify import verify_run
+from specselect.records.group import GroupResult
+from specselect.records.results import Manifest
 
 LABEL = "faults"
 

@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 from test_fault_harness import FakeRun, assert_no_orphans, fake_vllm_fixture, ngram  # noqa: F401
 
 from specselect._artifacts.layout import RunLayout
-from specselect._artifacts.results import Manifest
 from specselect._artifacts.store import load_document
 from specselect._artifacts.verify import verify_run
 from specselect._cli.main import main
+from specselect.records.results import Manifest
 
 LABEL = "faults"
 

@@ -12,18 +12,13 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from specselect._artifacts.layout import RunLayout
-from specselect._artifacts.results import (
-    RESULTS_SCHEMA_VERSION,
-    AdmissionFile,
-    EvidenceFile,
-    GroupResult,
-    Handoff,
-    Manifest,
-    PreflightFile,
-)
 from specselect._artifacts.store import load_document, load_records
 from specselect._artifacts.verify import VerifyReport, verify_run
 from specselect.errors import ResultsError
+from specselect.records.document import RESULTS_SCHEMA_VERSION
+from specselect.records.group import GroupResult
+from specselect.records.handoff import Handoff
+from specselect.records.results import AdmissionFile, EvidenceFile, Manifest, PreflightFile
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 MODELS: list[type[BaseModel]] = [Manifest, PreflightFile, AdmissionFile, GroupResult, EvidenceFile, Handoff]

@@ -6,14 +6,15 @@ from __future__ import annotations
 from typing import Any
 
 from specselect._artifacts.handoff.advice import CUTOFF_NOTE, concurrency_advice
-from specselect._artifacts.results import GroupResult, LaunchRecord
 from specselect._engines.base import Engine, EngineSetup
-from specselect._engines.capabilities import VllmCapabilities
 from specselect._engines.openai.engine import OpenAIEndpointEngine
 from specselect._engines.sglang.engine import SglangEngine
 from specselect._engines.vllm.controllers import KNOWN_CONTROLLERS
 from specselect._engines.vllm.engine import VllmEngine
-from specselect._evidence.sweeps import Crossover, SweepAnalysis
+from specselect.records.capabilities import VllmCapabilities
+from specselect.records.evidence.sweeps import Crossover, SweepAnalysis
+from specselect.records.group import GroupResult
+from specselect.records.server import LaunchRecord
 
 
 def _group(k: int) -> GroupResult:

@@ -8,17 +8,17 @@ from collections.abc import Sequence
 import pytest
 
 from specselect._artifacts.handoff.mix import MixInputs, mix_advice
-from specselect._artifacts.results import EvidenceFile
 from specselect._core.decision import Confidence, DecisionResult, SpeedupInterval, Thresholds
 from specselect._core.pairing import PairEvidence
 from specselect._core.status import Decision, EvidenceStatus
-from specselect._engines.base import ServeFlags
-from specselect._evidence.mix import MixPolicy
-from specselect._evidence.pipeline import EvidencePolicy, ScenarioEvidence
-from specselect._evidence.rounds.estimate import RoundEstimate
-from specselect._evidence.stats import BootstrapPolicy
 from specselect._plan.traffic import TrafficConfig
+from specselect.records.evidence.mix import MixPolicy
+from specselect.records.evidence.result import EvidencePolicy, ScenarioEvidence
+from specselect.records.evidence.rounds import RoundEstimate
+from specselect.records.evidence.stats import BootstrapPolicy
 from specselect.records.proposals import ScheduleRange
+from specselect.records.results import EvidenceFile
+from specselect.records.server import ServeFlags
 
 FLAGS = ServeFlags(engine_kind="vllm", engine_version="0.32.0+cpu", program=("python",), args=("--model", "m"))
 

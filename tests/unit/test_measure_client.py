@@ -19,9 +19,9 @@ from tests.stubs.openai_stub import StubBehavior, StubServer
 
 from specselect._engines.vllm.telemetry import request_spec_metrics
 from specselect._measure import run_load
-from specselect._workloads.model import ChatMessage, WorkloadItem
 from specselect.errors import ConfigError
 from specselect.records.measurement import Endpoint, ErrorKind, LoadShape, SamplingParams, ScenarioResult, ScenarioSpec
+from specselect.records.workloads import ChatMessage, WorkloadItem
 
 
 @pytest.fixture(scope="module")

@@ -9,9 +9,9 @@ import pytest
 
 from specselect._common.canonical import canonical_sha256
 from specselect._measure import PlannedRequest, arrival_offsets, build_body, cache_salt, plan_requests, request_order
-from specselect._workloads.model import ChatMessage, WorkloadItem
 from specselect.errors import ConfigError
 from specselect.records.measurement import CacheSaltPolicy, Endpoint, LoadShape, SamplingParams, ScenarioSpec
+from specselect.records.workloads import ChatMessage, WorkloadItem
 
 CHAT = Endpoint(base_url="http://127.0.0.1:1/", model="m")
 COMP = Endpoint(base_url="http://127.0.0.1:1/v1", model="m", api="completions")

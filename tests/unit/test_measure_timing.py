@@ -26,8 +26,8 @@ from tests.stubs.openai_stub import StubBehavior, StubServer, programmed
 
 from specselect._measure import e2e_ms, itl_ms, run_load, tpot_ms, ttft_ms
 from specselect._measure.hostload import HostLoadMeter
-from specselect._workloads.model import ChatMessage, WorkloadItem
 from specselect.records.measurement import Endpoint, LoadShape, RequestRecord, ScenarioResult, ScenarioSpec
+from specselect.records.workloads import ChatMessage, WorkloadItem
 
 pytestmark = pytest.mark.timing
 

@@ -8,11 +8,11 @@ from pathlib import Path
 
 from test_evidence_pipeline_rounds import _two, evidence, settings
 
-from specselect._artifacts.results import EvidenceFile, Manifest
-from specselect._evidence.pipeline import Evidence
 from specselect._report.console import DECISION_COLUMNS, control_lines, decision_rows
 from specselect._report.data import ReportData
 from specselect._report.evidence_tables import controls_spec, prediction_spec, rounds_spec
+from specselect.records.evidence.result import Evidence
+from specselect.records.results import EvidenceFile, Manifest
 
 
 def _data(found: Evidence) -> ReportData:

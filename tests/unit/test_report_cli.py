@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from test_report_sample import build_run
 
-from specselect._artifacts.docbase import RESULTS_SCHEMA_VERSION
 from specselect._artifacts.layout import RunLayout
 from specselect._cli.main import main
+from specselect.records.document import RESULTS_SCHEMA_VERSION
 
 
 def test_report_writes_both_files_and_prints_the_tables(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -7,12 +7,13 @@ from pathlib import Path
 
 from test_report_sample import build_run
 
-from specselect._artifacts.results import EvidenceFile, Handoff, HandoffMix, HandoffMixOption, HandoffSegment
 from specselect._artifacts.store import load_document
 from specselect._common.fileio import atomic_write_model
-from specselect._engines.base import ServeFlags
-from specselect._evidence.mix import MixCellShare, MixEstimate, MixPolicy
-from specselect._evidence.sweeps import (
+from specselect._report.data import load_report_data
+from specselect._report.html import render_html
+from specselect._report.markdown import render_markdown
+from specselect.records.evidence.mix import MixCellShare, MixEstimate, MixPolicy
+from specselect.records.evidence.sweeps import (
     DerivedSchedule,
     ScheduleCell,
     ScheduleComparison,
@@ -20,9 +21,9 @@ from specselect._evidence.sweeps import (
     ScheduleRow,
     SweepAnalysis,
 )
-from specselect._report.data import load_report_data
-from specselect._report.html import render_html
-from specselect._report.markdown import render_markdown
+from specselect.records.handoff import Handoff, HandoffMix, HandoffMixOption, HandoffSegment
+from specselect.records.results import EvidenceFile
+from specselect.records.server import ServeFlags
 
 FLAGS = ServeFlags(
     engine_kind="vllm",

@@ -23,19 +23,23 @@ from test_report_sample_docs import (
 )
 
 from specselect._artifacts.layout import RunLayout
-from specselect._artifacts.results import EvidenceFile, GroupResult, LaunchRecord, Manifest, ManifestGroup, ScenarioRun
 from specselect._common.fileio import atomic_write_model, sha256_file
 from specselect._core.decision import SpeedupInterval, decide, summarize_verdict
 from specselect._core.pairing import SideMetrics, build_pair_evidence
 from specselect._core.status import RunStatus
 from specselect._evidence.parity import scenario_parity
-from specselect._evidence.pipeline import EvidencePolicy, ScenarioEvidence, scenario_name
-from specselect._evidence.prediction import SpeedupPrediction
-from specselect._evidence.stats import BootstrapPolicy, RatioEstimate
-from specselect._evidence.sweeps import LengthSweep, SweepAnalysis, SweepPoint, choose_length
+from specselect._evidence.pipeline import scenario_name
+from specselect._evidence.sweeps import SweepPoint, choose_length
 from specselect._measure.metrics import summarize
+from specselect.records.evidence.prediction import SpeedupPrediction
+from specselect.records.evidence.result import EvidencePolicy, ScenarioEvidence
+from specselect.records.evidence.stats import BootstrapPolicy, RatioEstimate
+from specselect.records.evidence.sweeps import LengthSweep, SweepAnalysis
+from specselect.records.group import GroupResult, ScenarioRun
 from specselect.records.measurement import CacheSaltPolicy, LoadShape, RequestRecord, SamplingParams, ScenarioSpec
 from specselect.records.memory import PeakMemory
+from specselect.records.results import EvidenceFile, Manifest, ManifestGroup
+from specselect.records.server import LaunchRecord
 from specselect.records.telemetry import SpecTelemetry
 
 ITEMS = ("copy-01", "copy-02", "copy-03")

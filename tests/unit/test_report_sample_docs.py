@@ -4,22 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from specselect._artifacts.results import (
-    AdmissionFile,
-    EvidenceFile,
-    Handoff,
-    HandoffCandidate,
-    HandoffScenario,
-    PreflightFile,
-)
-from specselect._assets.refs import ResolvedModel
-from specselect._common.hostfacts import HostInfo
 from specselect._core.decision import Thresholds
 from specselect._core.gates import AdmissionInput, GateCheck, admit
 from specselect._core.status import Decision
 from specselect._evidence.pipeline import scenario_name
-from specselect._workloads.model import WorkloadIdentity
+from specselect.records.assets import ResolvedModel
+from specselect.records.handoff import Handoff, HandoffCandidate, HandoffScenario
+from specselect.records.host import HostInfo
 from specselect.records.measurement import SamplingParams
+from specselect.records.results import AdmissionFile, EvidenceFile, PreflightFile
+from specselect.records.workloads import WorkloadIdentity
 
 SNAPSHOT = "a" * 64
 SAMPLING_KEY = SamplingParams(max_tokens=32).key

@@ -13,12 +13,13 @@ from test_report_sample import build_run
 
 from specselect._evidence.categories import category_breakdown
 from specselect._evidence.samples import RequestPair, RequestSample
-from specselect._evidence.segments import SegmentPolicy, input_length_segments
-from specselect._evidence.stats import BootstrapPolicy
+from specselect._evidence.segments import input_length_segments
 from specselect._report.data import ReportData, load_report_data
 from specselect._report.html import render_html
 from specselect._report.markdown import render_markdown
 from specselect._report.segment_tables import SEGMENT_COLUMNS, segment_lines, segment_spec
+from specselect.records.evidence.segments import SegmentPolicy
+from specselect.records.evidence.stats import BootstrapPolicy
 from specselect.records.telemetry import RequestSpecMetrics
 
 BOOT = BootstrapPolicy(n_resamples=300)

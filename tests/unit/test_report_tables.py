@@ -7,7 +7,6 @@ from pathlib import Path
 
 from test_report_sample import Cand, build_run
 
-from specselect._artifacts.results import GroupLaunch
 from specselect._core.gates import AdmissionResult
 from specselect._core.status import RunStatus
 from specselect._report.console import (
@@ -30,6 +29,7 @@ from specselect._report.tables import (
     recommendations,
     verdicts,
 )
+from specselect.records.group import GroupLaunch
 
 
 def test_report_rows_are_decision_rows_plus_peak_memory(tmp_path: Path) -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from test_evidence_pipeline_rounds import evidence, settings
 
-from specselect._artifacts.results import EvidenceFile
 from specselect._report.trust import trust_lines
+from specselect.records.results import EvidenceFile
 
 
 def test_a_round_a_neighbour_crowded_is_named_with_what_to_do() -> None:

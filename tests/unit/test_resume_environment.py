@@ -10,12 +10,12 @@ from test_admission_gather import caps
 from test_report_sample_docs import preflight_doc
 
 from specselect._artifacts.layout import RunLayout
-from specselect._artifacts.results import Manifest, ManifestGroup, PreflightFile
 from specselect._common.fileio import atomic_write_text
 from specselect._core.status import RunStatus
-from specselect._engines.capabilities import DeviceInfo, VllmCapabilities
 from specselect._runner.resume import changed_environment_warning, environment_changes, resumed_preflight
 from specselect.errors import ResultsError
+from specselect.records.capabilities import DeviceInfo, VllmCapabilities
+from specselect.records.results import Manifest, ManifestGroup, PreflightFile
 
 
 def _caps(version: str = "0.32.0", devices: tuple[DeviceInfo, ...] = ()) -> VllmCapabilities:

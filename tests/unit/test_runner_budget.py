@@ -6,12 +6,13 @@ from __future__ import annotations
 from test_evidence_pipeline_tracks import records, scenario_run
 
 from specselect._admission import Admissions
-from specselect._artifacts.results import GroupLaunch, GroupResult, LaunchRecord
 from specselect._core.gates import AdmissionResult
 from specselect._core.status import RunStatus
 from specselect._plan import load_plan
 from specselect._runner.budget import remaining_budget, round_seconds, round_that_does_not_fit
 from specselect._workloads.loader import load_workload
+from specselect.records.group import GroupLaunch, GroupResult
+from specselect.records.server import LaunchRecord
 
 
 def _baseline() -> GroupResult:

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from specselect._artifacts.results import Handoff, HandoffCandidate, HandoffGroup, HandoffScenario
 from specselect._common.fileio import atomic_write_json
 from specselect._plan import load_plan
 from specselect._runner.check import check_cost, load_recorded, reduced_plan
 from specselect.errors import ResultsError, UsageError
+from specselect.records.handoff import Handoff, HandoffCandidate, HandoffGroup, HandoffScenario
 
 
 def _candidate(name: str, decision: str, speedup: float) -> HandoffCandidate:

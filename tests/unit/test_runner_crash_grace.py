@@ -6,11 +6,12 @@ import time
 
 import pytest
 
-from specselect._engines.base import SanityResult, Session
+from specselect._engines.base import Session
 from specselect._runner import scenario as scenario_mod
 from specselect._runner.scenario import _check_alive_after, _check_some_succeeded
 from specselect.errors import ServerCrashedError, ServerTimeoutError
 from specselect.records.measurement import ErrorKind, RequestRecord
+from specselect.records.server import SanityResult
 
 
 def _record(kind: ErrorKind | None) -> RequestRecord:

@@ -19,13 +19,10 @@ import sglang_fake_install as FAKE
 from test_assets_files import tiny_llama
 
 from specselect._artifacts.layout import RunLayout
-from specselect._artifacts.results import GroupResult
 from specselect._artifacts.store import load_document
 from specselect._artifacts.verify import verify_run
 from specselect._engines.sglang import engine as sglang_engine_module
 from specselect._engines.sglang.engine import SglangEngine
-from specselect._evidence.pipeline import Evidence
-from specselect._evidence.sweeps.batch_schedule import DerivedSchedule
 from specselect._runner import run as run_module
 from specselect._runner import schedule_candidate as schedule_module
 from specselect._runner.conclusion import look
@@ -33,6 +30,9 @@ from specselect._runner.context import RunContext
 from specselect._runner.progress import SilentProgress
 from specselect._runner.run import RunOptions, run_plan
 from specselect.errors import InterruptedRun
+from specselect.records.evidence.result import Evidence
+from specselect.records.evidence.sweeps import DerivedSchedule
+from specselect.records.group import GroupResult
 
 PLAN = """
 schema_version = 1

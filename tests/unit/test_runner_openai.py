@@ -10,11 +10,10 @@ from typing import Any
 import pytest
 
 from specselect._artifacts.layout import RunLayout
-from specselect._artifacts.results import GroupResult
 from specselect._artifacts.store import load_document, load_records
 from specselect._artifacts.verify import verify_run
 from specselect._engines import create_engine
-from specselect._engines.base import SanityResult, Session
+from specselect._engines.base import Session
 from specselect._engines.openai.engine import AttachedServer, OpenAIEndpointEngine
 from specselect._engines.openai.foreign_traffic import EndpointTrafficGuard, idle_window, judge_traffic
 from specselect._engines.prometheus import MetricSample, MetricsSnapshot
@@ -26,7 +25,9 @@ from specselect._runner.progress import SilentProgress
 from specselect._runner.run import RunOptions, run_plan
 from specselect._runner.scenario import Measuring, divergent_items, measure_scenario
 from specselect._workloads.loader import load_workload
+from specselect.records.group import GroupResult
 from specselect.records.measurement import ErrorKind, RequestRecord
+from specselect.records.server import SanityResult
 from specselect.records.telemetry import SpecDecodeCounters
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests.stubs is test support, not in the package

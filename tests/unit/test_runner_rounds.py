@@ -5,13 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from specselect._artifacts.results import GroupLaunch, GroupResult
 from specselect._core.status import RunStatus
-from specselect._evidence.rounds.design import LookSchedule
-from specselect._evidence.rounds.looks import RoundsPlan
 from specselect._plan import Plan
 from specselect._runner.progress import SilentProgress
 from specselect._runner.rounds import RoundLoop, first_round_order
+from specselect.records.evidence.rounds import LookSchedule, RoundsPlan
+from specselect.records.group import GroupLaunch, GroupResult
 
 PLAN = Plan.model_validate(
     {

@@ -9,14 +9,15 @@ from typing import Any
 
 import pytest
 
-from specselect._artifacts.results import EvidenceFile, Handoff, Manifest
 from specselect._artifacts.store import load_document
 from specselect._artifacts.verify import verify_run
-from specselect._engines.base import SanityResult
 from specselect._engines.openai.engine import AttachedServer, OpenAIEndpointEngine
 from specselect._report.write import write_reports
 from specselect._runner.progress import SilentProgress
 from specselect._runner.run import RunOptions, run_plan
+from specselect.records.handoff import Handoff
+from specselect.records.results import EvidenceFile, Manifest
+from specselect.records.server import SanityResult
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests.stubs is test support, not in the package
 from tests.stubs.openai_stub import StubBehavior, StubServer

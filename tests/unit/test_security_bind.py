@@ -14,8 +14,9 @@ from test_fault_harness import (  # noqa: F401
 )
 
 from specselect._artifacts.layout import RunLayout
-from specselect._artifacts.results import GroupResult, Manifest
 from specselect._artifacts.store import load_document
+from specselect.records.group import GroupResult
+from specselect.records.results import Manifest
 
 
 def _listening_addresses(run: FakeRun) -> set[str]:

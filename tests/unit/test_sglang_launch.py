@@ -18,7 +18,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "data"))  # the fake SG
 import sglang_fake_install as FAKE
 
 from specselect._engines.base import Engine, LaunchSpec, Proposal
-from specselect._engines.capabilities import SglangCapabilities
 from specselect._engines.http import local_request
 from specselect._engines.registry import get_engine, known_engine_kinds
 from specselect._engines.sglang.engine import SglangEngine
@@ -27,6 +26,7 @@ from specselect._engines.sglang.probe import LAUNCH_FLAGS
 from specselect._engines.sglang.serverinfo import ServerInfoSnapshot
 from specselect._engines.sglang.specargs import build_sglang_speculative_args
 from specselect.errors import ConfigError, ProtocolError
+from specselect.records.capabilities import SglangCapabilities
 
 DATA = Path(__file__).parent / "data"
 PY = "/envs/sglang/bin/python"

@@ -18,13 +18,13 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent / "data"))  # the fake SGLang installer is test support
 import sglang_fake_install as FAKE
 
-from specselect._engines.capabilities import DeviceInfo
 from specselect._engines.devices import DeviceScan
 from specselect._engines.sglang import _probe_script as script
 from specselect._engines.sglang import probe as probe_module
 from specselect._engines.sglang.engine import SglangEngine
 from specselect._engines.sglang.probe import LAUNCH_FLAGS, probe_sglang, sglang_probe_cache_key
 from specselect.errors import ConfigError, EngineSetupError
+from specselect.records.capabilities import DeviceInfo
 
 DATA = Path(__file__).parent / "data"
 

@@ -18,12 +18,10 @@ from specselect._assets.memory_estimate import (
     estimate_memory,
     sglang_default_mem_fraction,
 )
-from specselect._assets.refs import ResolvedModel
 from specselect._core.gates import AdmissionInput, GateCheck, admit
 from specselect._core.gates import GateCheck as Check
 from specselect._core.status import RunStatus
 from specselect._engines.base import EngineSetup, GroupContext, LaunchSpec, Proposal
-from specselect._engines.capabilities import DeviceInfo, EngineCapabilities, SglangCapabilities, VllmCapabilities
 from specselect._engines.settings import memory_flags
 from specselect._engines.sglang.engine import SglangEngine
 from specselect._engines.sglang.launch import build_sglang_argv
@@ -33,6 +31,8 @@ from specselect._engines.vllm.launch import build_vllm_argv
 from specselect._engines.vllm.specconfig import build_speculative_config
 from specselect._plan import Candidate, EngineConfig, TargetConfig
 from specselect.errors import ConfigError
+from specselect.records.assets import ResolvedModel
+from specselect.records.capabilities import DeviceInfo, EngineCapabilities, SglangCapabilities, VllmCapabilities
 
 PY = "/envs/engine/bin/python"
 GPU_MB = 81_920

@@ -9,7 +9,6 @@ import pytest
 from specselect._core.gates import AdmissionInput, GateCheck, admit
 from specselect._core.status import RunStatus
 from specselect._engines.base import Proposal
-from specselect._engines.capabilities import DeviceInfo, SglangCapabilities
 from specselect._engines.sglang.gate import backend_gate
 from specselect._engines.sglang.specargs import (
     build_sglang_speculative_args,
@@ -18,6 +17,7 @@ from specselect._engines.sglang.specargs import (
     supported_methods,
 )
 from specselect.errors import ConfigError
+from specselect.records.capabilities import DeviceInfo, SglangCapabilities
 
 DRAFT = "/models/draft"
 TARGET = "/models/target"

@@ -9,17 +9,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from specselect._evidence import (
-    DurationEstimate,
-    Goodput,
-    ScenarioLoad,
-    SweepPoint,
-    early_stop_reason,
-    estimate_duration,
-    goodput,
-)
+from specselect._evidence import ScenarioLoad, SweepPoint, early_stop_reason, estimate_duration, goodput
 from specselect._evidence.samples import RequestSample, pair_requests
-from specselect._evidence.stats import BootstrapPolicy, paired_stats
+from specselect._evidence.stats import paired_stats
+from specselect.records.evidence.stats import BootstrapPolicy
+from specselect.records.evidence.sweeps import DurationEstimate, Goodput
 from specselect.records.telemetry import RequestSpecMetrics
 
 

@@ -10,8 +10,9 @@ from hypothesis import strategies as st
 
 from specselect._core.decision import CHECK_NAMES, Confidence, DecisionResult, Thresholds
 from specselect._core.status import Decision, EvidenceStatus
-from specselect._evidence import Crossover, CrossoverRule, SweepPoint, clearly_losing, early_stop_reason, find_crossover
-from specselect._evidence.stats import RatioEstimate
+from specselect._evidence import SweepPoint, clearly_losing, early_stop_reason, find_crossover
+from specselect.records.evidence.stats import RatioEstimate
+from specselect.records.evidence.sweeps import Crossover, CrossoverRule
 
 
 def est(point: float | None, low: float | None = None, high: float | None = None) -> RatioEstimate:

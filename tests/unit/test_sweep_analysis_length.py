@@ -5,9 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specselect._evidence import LengthChoice, SweepPoint, choose_length
+from specselect._evidence import SweepPoint, choose_length
 from specselect._evidence.samples import RequestSample, pair_requests
-from specselect._evidence.stats import BootstrapPolicy, paired_stats
+from specselect._evidence.stats import paired_stats
+from specselect.records.evidence.stats import BootstrapPolicy
+from specselect.records.evidence.sweeps import LengthChoice
 
 POLICY = BootstrapPolicy(n_resamples=1000, seed=3)
 

@@ -7,11 +7,7 @@ from typing import Any
 
 import pytest
 
-from specselect._evidence.stats import RatioEstimate
 from specselect._evidence.sweeps import (
-    Crossover,
-    LengthChoice,
-    LevelVerdict,
     SweepPoint,
     capped_schedule,
     compare_schedule,
@@ -19,6 +15,8 @@ from specselect._evidence.sweeps import (
     derive_schedule,
     schedule_ranges,
 )
+from specselect.records.evidence.stats import RatioEstimate
+from specselect.records.evidence.sweeps import Crossover, LengthChoice, LevelVerdict
 
 MEMBERS = {"g1.k1": 1, "g1.k3": 3, "g1.k5": 5}
 

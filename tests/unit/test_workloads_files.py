@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from specselect._workloads import ChatMessage, load_workload, reader
+from specselect._workloads import load_workload, reader
 from specselect._workloads.loader import UNVERSIONED
 from specselect.errors import WorkloadError
+from specselect.records.workloads import ChatMessage
 
 
 def _jsonl(path: Path, rows: list[Any]) -> Path:

@@ -11,16 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specselect._workloads import (
-    Workload,
-    WorkloadIdentity,
-    WorkloadItem,
-    canonical_bytes,
-    categories,
-    content_sha256,
-    load_workload,
-)
+from specselect._workloads import canonical_bytes, categories, content_sha256, load_workload
 from specselect.errors import WorkloadError
+from specselect.records.workloads import Workload, WorkloadIdentity, WorkloadItem
 
 ROWS: list[dict[str, Any]] = [
     {"id": "a", "category": "chat", "messages": [{"role": "user", "content": "Say hello to Zoë."}]},

@@ -11,8 +11,8 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict
 
 from specselect._assets.memory_estimate import MemoryTerms, estimate_memory
-from specselect._assets.refs import ResolvedModel
 from specselect._core.gates import FactValue, GateCheck
+from specselect.records.assets import ResolvedModel
 
 __all__ = ["CapacityTerms", "capacity_check"]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from specselect._assets.refs import ResolvedModel
 from specselect._core.gates import FactValue, GateCheck
+from specselect.records.assets import ResolvedModel
 
 __all__ = ["PAIRED_METHODS", "check_compatibility", "proposer_base_model"]
 

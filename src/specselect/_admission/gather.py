@@ -17,11 +17,12 @@ from pydantic import BaseModel, ConfigDict
 
 from specselect._admission.capacity import CapacityTerms, capacity_check
 from specselect._admission.compat import check_compatibility
-from specselect._assets.refs import ResolvedModel, resolve_model
+from specselect._assets.refs import resolve_model
 from specselect._core.families import AssetKind, classify_family
 from specselect._core.gates import GATE_ORDER, AdmissionInput, FactValue, GateCheck
 from specselect._plan import Candidate
 from specselect.errors import EngineSetupError
+from specselect.records.assets import ResolvedModel
 
 __all__ = [
     "ADMISSION_OPTION_KEYS",

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from specselect._artifacts.docbase import ResultsDocument
-from specselect._evidence.acceptance import AcceptanceSpread
 from specselect._evidence.regression import MIN_JUDGED_ROUNDS, REGRESSION_RULE, Problem, SpeedupSpan, speedup_judged
+from specselect.records.document import ResultsDocument
+from specselect.records.evidence.acceptance import AcceptanceSpread
 
 __all__ = ["CheckCost", "CheckReport", "CheckScenario"]
 

@@ -11,18 +11,12 @@ from pydantic import BaseModel, ValidationError
 
 import specselect
 from specselect._artifacts.layout import RunLayout
-from specselect._artifacts.results import (
-    RESULTS_SCHEMA_VERSION,
-    AdmissionFile,
-    ClusterFile,
-    EvidenceFile,
-    GroupResult,
-    Handoff,
-    Manifest,
-    PreflightFile,
-)
 from specselect.errors import ProtocolError, ResultsError
+from specselect.records.document import RESULTS_SCHEMA_VERSION
+from specselect.records.group import GroupResult
+from specselect.records.handoff import Handoff
 from specselect.records.measurement import RequestRecord
+from specselect.records.results import AdmissionFile, ClusterFile, EvidenceFile, Manifest, PreflightFile
 from specselect.records.telemetry import SpecMetricsReader
 
 __all__ = ["RunDocuments", "check_header", "load_document", "load_group", "load_manifest", "load_records", "load_run"]

@@ -15,18 +15,13 @@ from typing import TypeVar
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from specselect._artifacts.layout import RunLayout
-from specselect._artifacts.results import (
-    AdmissionFile,
-    EvidenceFile,
-    GroupResult,
-    Handoff,
-    Manifest,
-    PreflightFile,
-)
 from specselect._artifacts.store import check_header, load_document
 from specselect._common.fileio import sha256_file
 from specselect.errors import ResultsError
+from specselect.records.group import GroupResult
+from specselect.records.handoff import Handoff
 from specselect.records.measurement import MEASURE_SCHEMA_VERSION, RequestRecord
+from specselect.records.results import AdmissionFile, EvidenceFile, Manifest, PreflightFile
 
 __all__ = ["VERIFY_SCHEMA_VERSION", "VerifyReport", "verify_run"]
 

@@ -36,12 +36,13 @@ from specselect._assets.marker import (
 )
 from specselect._assets.packages import asset_package_dir, ensure_asset_package
 from specselect._assets.qwen_parts import QWEN_CODER_0_5B_GGUF, QWEN_CODER_1_5B_GGUF
-from specselect._assets.refs import BUILTIN_PREFIX, ResolvedModel, hash_cache_dir
+from specselect._assets.refs import BUILTIN_PREFIX, hash_cache_dir
 from specselect._assets.specs import BuiltinModel
 from specselect._assets.truncate import keep_first_layers
 from specselect._common.home import default_home
 from specselect._common.pyenv import file_lock
 from specselect.errors import EngineSetupError
+from specselect.records.assets import ResolvedModel
 
 __all__ = [
     "BUILTIN_MODELS",

@@ -29,11 +29,12 @@ from specselect._assets.gguf import ConverterReport, run_converter
 from specselect._assets.identity import FileHashCache
 from specselect._assets.marker import finalize, fresh_tmp, needs_env, not_present, read_complete, resolved
 from specselect._assets.packages import install_packages
-from specselect._assets.refs import BUILTIN_PREFIX, ResolvedModel, hash_cache_dir
+from specselect._assets.refs import BUILTIN_PREFIX, hash_cache_dir
 from specselect._assets.resources import format_gb, require_free_disk, require_memory
 from specselect._assets.specs import BuiltinModel, ChunkedGguf, Licences
 from specselect._common.home import default_home
 from specselect._common.pyenv import file_lock
+from specselect.records.assets import ResolvedModel
 
 __all__ = [
     "DROPPED_CONFIG_KEYS",

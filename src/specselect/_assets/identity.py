@@ -19,17 +19,17 @@ import os
 import struct
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import BinaryIO, Literal
+from typing import BinaryIO
 
 from specselect._common.fileio import atomic_write_json, sha256_file
 from specselect.errors import ArtifactError
+from specselect.records.assets import IdentityMethod
 
 __all__ = [
     "FULL_HASH_MAX_BYTES",
     "SMALL_FILE_BYTES",
     "TOKENIZER_FILES",
     "FileHashCache",
-    "IdentityMethod",
     "content_hash",
     "directory_files",
     "fast_file_digest",
@@ -38,7 +38,6 @@ __all__ = [
     "tokenizer_sha256",
 ]
 
-IdentityMethod = Literal["content_sha256", "files_and_headers"]
 
 FULL_HASH_MAX_BYTES = 4 * 1024**3
 """Checkpoints up to this many bytes are hashed in full without being asked (a few seconds to a minute)."""

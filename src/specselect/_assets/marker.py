@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from specselect._assets.identity import content_hash, directory_files
-from specselect._assets.refs import BUILTIN_PREFIX, ResolvedModel, describe_model_dir
+from specselect._assets.refs import BUILTIN_PREFIX, describe_model_dir
 from specselect._assets.specs import BuiltinModel
 from specselect._common.fileio import atomic_write_json, sha256_file
 from specselect.errors import EngineSetupError
+from specselect.records.assets import ResolvedModel
 
 __all__ = [
     "MARKER_SCHEMA",

@@ -33,7 +33,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from specselect._assets.refs import ResolvedModel
+from specselect.records.assets import ResolvedModel
 
 __all__ = [
     "CPU_RUNTIME_OVERHEAD_MB",

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict
+from typing import Literal
 
 from specselect._assets.config_facts import (
     architectures,
@@ -23,62 +21,18 @@ from specselect._assets.config_facts import (
     load_config,
 )
 from specselect._assets.hf_cache import is_hf_id, resolve_hf_snapshot
-from specselect._assets.identity import IdentityMethod, snapshot_identity, tokenizer_sha256
+from specselect._assets.identity import snapshot_identity, tokenizer_sha256
 from specselect._assets.safetensors_meta import checkpoint_size
 from specselect._assets.tokenizer_id import tokenizer_fingerprint
 from specselect._common.home import default_home
 from specselect.errors import EngineSetupError
+from specselect.records.assets import ModelSource, ResolvedModel, SnapshotMethod
 
-__all__ = [
-    "BUILTIN_PREFIX",
-    "ModelSource",
-    "ResolvedModel",
-    "SnapshotMethod",
-    "describe_model_dir",
-    "hash_cache_dir",
-    "resolve_model",
-]
+__all__ = ["BUILTIN_PREFIX", "describe_model_dir", "hash_cache_dir", "resolve_model"]
 
 BUILTIN_PREFIX = "builtin:"
 
-ModelSource = Literal["builtin", "hf_cache", "local_dir"]
-SnapshotMethod = IdentityMethod | Literal["hub_commit"]
-"""How `snapshot` was made: every byte hashed, files and headers (`assets.identity`), or the hub commit."""
 _SOURCE_METHOD: dict[ModelSource, SnapshotMethod] = {"builtin": "content_sha256", "hf_cache": "hub_commit"}
-
-
-class ResolvedModel(BaseModel):
-    """A model reference resolved to a directory with an exact identity and the facts admission needs.
-
-    `present` is False only for a builtin model that has not been prepared yet (`prepare=False`): then
-    `path` is where it will be, `snapshot` is empty and the facts come from the builtin's description.
-    `tokenizer_fingerprint` identifies what the tokenizer's ids mean (`tokenizer_id.py`), unlike
-    `tokenizer_sha256` (the bytes of its files); gate 4 compares it when both sides have one.
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    schema_version: int = 1
-    ref: str
-    path: Path
-    snapshot: str
-    source: ModelSource
-    snapshot_method: SnapshotMethod | None = None
-    """None in results written before it was recorded (then a local directory's was `content_sha256`)."""
-    present: bool = True
-    config: dict[str, Any]
-    vocab_size: int | None
-    tokenizer_sha256: str | None
-    tokenizer_fingerprint: str | None = None
-    num_params: int | None
-    num_params_source: Literal["safetensors", "config", "builtin"] | None
-    weights_bytes: int | None
-    has_native_mtp: bool
-    architectures: tuple[str, ...]
-    model_type: str | None
-    num_hidden_layers: int | None
-    hidden_size: int | None
-    dtype: str | None
 
 
 def hash_cache_dir(home: Path | None = None) -> Path:

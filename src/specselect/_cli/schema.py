@@ -30,32 +30,30 @@ SCHEMAS: Mapping[str, SchemaEntry] = MappingProxyType(
     {
         "plan": SchemaEntry(model="specselect._plan:Plan", description="a plan file (TOML), schema_version 1"),
         "workload-item": SchemaEntry(
-            model="specselect._workloads.model:WorkloadItem", description="one line of a workload file (JSON Lines)"
+            model="specselect.records.workloads:WorkloadItem", description="one line of a workload file (JSON Lines)"
         ),
         "manifest": SchemaEntry(
-            model="specselect._artifacts.results:Manifest", description="results/<label>/manifest.json"
+            model="specselect.records.results:Manifest", description="results/<label>/manifest.json"
         ),
         "preflight": SchemaEntry(
-            model="specselect._artifacts.results:PreflightFile", description="results/<label>/preflight.json"
+            model="specselect.records.results:PreflightFile", description="results/<label>/preflight.json"
         ),
         "admission": SchemaEntry(
-            model="specselect._artifacts.results:AdmissionFile", description="results/<label>/admission.json"
+            model="specselect.records.results:AdmissionFile", description="results/<label>/admission.json"
         ),
         "group": SchemaEntry(
-            model="specselect._artifacts.results:GroupResult", description="results/<label>/groups/<group>.json"
+            model="specselect.records.group:GroupResult", description="results/<label>/groups/<group>.json"
         ),
         "record": SchemaEntry(
             model="specselect.records.measurement:RequestRecord",
             description="one line of results/<label>/records/<group>/<scenario>.jsonl (one request)",
         ),
         "evidence": SchemaEntry(
-            model="specselect._artifacts.results:EvidenceFile", description="results/<label>/evidence.json"
+            model="specselect.records.results:EvidenceFile", description="results/<label>/evidence.json"
         ),
-        "handoff": SchemaEntry(
-            model="specselect._artifacts.results:Handoff", description="results/<label>/handoff.json"
-        ),
+        "handoff": SchemaEntry(model="specselect.records.handoff:Handoff", description="results/<label>/handoff.json"),
         "cluster": SchemaEntry(
-            model="specselect._artifacts.results:ClusterFile",
+            model="specselect.records.results:ClusterFile",
             description="results/<label>/cluster.json (a cluster run's nodes)",
         ),
         "check": SchemaEntry(

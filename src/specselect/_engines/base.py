@@ -11,7 +11,6 @@ engine's package or branches on its kind.
 
 from __future__ import annotations
 
-import shlex
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -22,13 +21,14 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field
 
 from specselect._admission.gather import Gathered
-from specselect._assets.refs import ResolvedModel
-from specselect._engines.capabilities import AnyCapabilities
 from specselect._engines.prometheus import MetricsSnapshot
 from specselect._engines.vllm.telemetry import request_spec_metrics as vllm_request_spec_metrics
 from specselect._plan import Candidate, EngineConfig, Plan, TargetConfig
+from specselect.records.assets import ResolvedModel
+from specselect.records.capabilities import AnyCapabilities
 from specselect.records.endpoints import EndpointProbe, TrafficCheck
 from specselect.records.proposals import ScheduleRange
+from specselect.records.server import ReleaseCheck, SanityResult, ServeFlags
 from specselect.records.telemetry import RequestSpecMetrics, SpecDecodeCounters, SpecMetricsReader
 
 __all__ = [
@@ -40,15 +40,11 @@ __all__ = [
     "LaunchSpec",
     "ProgressFn",
     "Proposal",
-    "ReleaseCheck",
     "RunningServer",
-    "SanityResult",
-    "ServeFlags",
     "ServeOptions",
     "ServingHandle",
     "Session",
     "TrafficGuard",
-    "recorded_proposal_length",
     "recorded_request_spec_metrics",
 ]
 
@@ -57,14 +53,6 @@ ProgressFn = Callable[[str], None]
 
 Finding = tuple[Literal["error", "warning", "info"], str, str]
 """One configuration-audit finding: (severity, stable snake_case code, message)."""
-
-
-def recorded_proposal_length(speculative_config: Mapping[str, Any] | None) -> int | None:
-    """The proposal length of a launch recorded before launches stated it (`RunningServer.proposal_length`):
-    then only vLLM's speculative config held it, as `num_speculative_tokens`; other engines' records stay
-    without one."""
-    k = speculative_config.get("num_speculative_tokens") if speculative_config else None
-    return k if isinstance(k, int) and not isinstance(k, bool) else None
 
 
 def recorded_request_spec_metrics(engine_fields: Mapping[str, Any]) -> RequestSpecMetrics | None:
@@ -111,20 +99,6 @@ class LaunchSpec(BaseModel):
     """Directory for this server's caches and temporary files."""
 
 
-class ReleaseCheck(BaseModel):
-    """What teardown confirmed: the port can be bound again and no process of the group is left."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    schema_version: int = 1
-    port_free: bool
-    processes_gone: bool
-    seconds: float
-    killed: bool = False
-    """True when SIGTERM was not enough and the group had to be killed."""
-    leftover_pids: tuple[int, ...] = ()
-
-
 class RunningServer(BaseModel):
     """A server that answered its readiness check."""
 
@@ -143,55 +117,6 @@ class RunningServer(BaseModel):
     """Tokens proposed per verify step as launched (`LaunchSpec.proposal_length`): engine-neutral."""
     startup_s: float | None = None
     api_key_env: str | None = None
-
-
-class ServeFlags(BaseModel):
-    """How to start a measured configuration yourself: the engine's entry point, its exact flags and environment,
-    and the identities they were measured with (written by `Engine.serve_flags`)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    engine_kind: str
-    engine_version: str | None
-    program: tuple[str, ...]
-    """The server's entry point as measured, with `python` for the engine environment's interpreter."""
-    args: tuple[str, ...]
-    """Every flag: model, served name, address, dtype, lengths, parallelism, speculation, the plan's engine args."""
-    env: dict[str, str] = Field(default_factory=dict)
-    """Variables the server was started with on top of the inherited environment (secrets never appear)."""
-    speculative: dict[str, Any] | None = None
-    """The engine's speculative configuration these flags carry (None: the target alone)."""
-    speculative_local_keys: tuple[str, ...] = ()
-    """Keys of `speculative` whose values name this machine's files (the proposer's path): a configuration checked
-    on another machine may differ there; its identity is `proposer_snapshot`."""
-    target_snapshot: str | None = None
-    proposer_snapshot: str | None = None
-
-    def argv(self, *, python: str | None = None, port: int | None = None) -> tuple[str, ...]:
-        """The command line, with `python` standing for the engine environment's interpreter and another port."""
-        program = tuple(python if part == "python" and python else part for part in self.program)
-        args = list(self.args)
-        if port is not None and "--port" in args[:-1]:
-            args[args.index("--port") + 1] = str(port)
-        return (*program, *args)
-
-    @property
-    def shell(self) -> str:
-        """One line to paste: the environment assignments, then the command, each word quoted for a POSIX shell."""
-        assignments = [f"{name}={shlex.quote(value)}" for name, value in sorted(self.env.items())]
-        return " ".join([*assignments, *(shlex.quote(part) for part in self.argv())])
-
-
-class SanityResult(BaseModel):
-    """The G0-style check that a server serves the expected model and produces text."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    schema_version: int = 1
-    model_ids: tuple[str, ...]
-    api: Literal["chat", "completions"]
-    reply_text: str
-    seconds: float
 
 
 class EngineSetup(BaseModel):

@@ -23,8 +23,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal, NamedTuple
 
 from specselect._engines.base import Finding
-from specselect._engines.capabilities import DeviceInfo, EngineCapabilities
 from specselect._plan import Plan
+from specselect.records.capabilities import DeviceInfo, EngineCapabilities
 
 __all__ = [
     "VISIBLE_VAR",

@@ -12,8 +12,9 @@ import urllib.request
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from specselect._engines.base import RunningServer, SanityResult
+from specselect._engines.base import RunningServer
 from specselect.errors import ProtocolError, ServerTimeoutError
+from specselect.records.server import SanityResult
 
 __all__ = [
     "local_request",

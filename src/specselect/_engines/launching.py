@@ -16,7 +16,6 @@ from typing import Any, Protocol
 from packaging.version import InvalidVersion, Version
 
 from specselect._admission.gather import Gathered
-from specselect._assets.refs import ResolvedModel
 from specselect._common.secrets import REDACTED, is_secret_name
 from specselect._core.gates import FactValue, GateCheck
 from specselect._engines.base import (
@@ -25,20 +24,19 @@ from specselect._engines.base import (
     GroupContext,
     GroupIdentity,
     LaunchSpec,
-    ReleaseCheck,
     RunningServer,
-    SanityResult,
-    ServeFlags,
     ServeOptions,
     Session,
 )
-from specselect._engines.capabilities import DeviceInfo, EngineCapabilities
 from specselect._engines.devices import device_findings, group_visible
 from specselect._engines.http import port_is_free
 from specselect._engines.prometheus import MetricsSnapshot
 from specselect._engines.server import ServerProcess
 from specselect._plan import Candidate, Plan
 from specselect.errors import ConfigError
+from specselect.records.assets import ResolvedModel
+from specselect.records.capabilities import DeviceInfo, EngineCapabilities
+from specselect.records.server import ReleaseCheck, SanityResult, ServeFlags
 from specselect.records.telemetry import RequestSpecMetrics, SpecDecodeCounters
 
 __all__ = [

@@ -26,9 +26,9 @@ import psutil
 from specselect._common.fileio import atomic_write_json
 from specselect._common.pyenv import script_command
 from specselect._engines.base import EngineSetup
-from specselect._engines.capabilities import DeviceInfo
 from specselect._engines.devices import VISIBLE_VAR, DeviceScan, scan_devices, visible_devices, visible_setting
 from specselect.errors import ArtifactError, EngineSetupError
+from specselect.records.capabilities import DeviceInfo
 
 __all__ = [
     "HOST_RESERVE_MB",

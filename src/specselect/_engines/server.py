@@ -31,10 +31,11 @@ import psutil
 
 from specselect._common.fileio import atomic_write_bytes
 from specselect._common.secrets import redact_argv, redact_text, secret_values
-from specselect._engines.base import ReleaseCheck, RunningServer
+from specselect._engines.base import RunningServer
 from specselect._engines.http import local_request, pick_free_port, port_is_free, url_host
 from specselect._engines.serverrecords import ServerRecord, identify, record_path, write_record
 from specselect.errors import ArtifactError, ServerCrashedError, ServerStartError, ServerTimeoutError
+from specselect.records.server import ReleaseCheck
 
 __all__ = ["ServerOptions", "ServerProcess", "cache_env", "cache_root", "read_log_tail"]
 

@@ -14,20 +14,8 @@ The statistics are described in docs/statistics.md.
 
 from __future__ import annotations
 
-from specselect._evidence.categories import (
-    AcceptanceSummary,
-    CategoryBreakdown,
-    CategoryEvidence,
-    acceptance_summary,
-    category_breakdown,
-)
+from specselect._evidence.categories import acceptance_summary, category_breakdown
 from specselect._evidence.parity import (
-    BaselineConsistency,
-    ParityPolicy,
-    ParityVerdict,
-    RequestDivergence,
-    RequestParity,
-    ScenarioParity,
     baseline_consistency,
     classify_divergence,
     compare_outputs,
@@ -38,11 +26,7 @@ from specselect._evidence.parity import (
 )
 from specselect._evidence.prediction import (
     AcceptanceTelemetry,
-    ProposerCost,
-    SpeedupPrediction,
-    StepCost,
     SweepObservation,
-    VerifyCostModel,
     expected_tokens_iid,
     expected_tokens_per_step,
     fit_verify_cost,
@@ -64,31 +48,9 @@ from specselect._evidence.samples import (
     sample_from_record,
     samples_from_records,
 )
-from specselect._evidence.segments import (
-    InputLengthSegments,
-    Segment,
-    SegmentOutcome,
-    SegmentPolicy,
-    input_length_segments,
-    speedup_outcome,
-)
-from specselect._evidence.stats import (
-    BootstrapPolicy,
-    PairedStats,
-    PairRatio,
-    RatioEstimate,
-    paired_stats,
-    speedup_statistic,
-)
+from specselect._evidence.segments import input_length_segments, speedup_outcome
+from specselect._evidence.stats import paired_stats, speedup_statistic
 from specselect._evidence.sweeps import (
-    Crossover,
-    CrossoverRule,
-    DurationEstimate,
-    Goodput,
-    LengthChoice,
-    LengthRow,
-    LevelVerdict,
-    ScenarioDuration,
     ScenarioLoad,
     SweepPoint,
     choose_length,
@@ -100,44 +62,15 @@ from specselect._evidence.sweeps import (
 )
 
 __all__ = [
-    "AcceptanceSummary",
     "AcceptanceTelemetry",
-    "BaselineConsistency",
-    "BootstrapPolicy",
-    "CategoryBreakdown",
-    "CategoryEvidence",
-    "Crossover",
-    "CrossoverRule",
-    "DurationEstimate",
-    "Goodput",
-    "InputLengthSegments",
-    "LengthChoice",
-    "LengthRow",
-    "LevelVerdict",
-    "PairRatio",
-    "PairedStats",
     "Pairing",
-    "ParityPolicy",
-    "ParityVerdict",
-    "ProposerCost",
-    "RatioEstimate",
     "RecordLike",
-    "RequestDivergence",
     "RequestKey",
     "RequestPair",
-    "RequestParity",
     "RequestSample",
-    "ScenarioDuration",
     "ScenarioLoad",
-    "ScenarioParity",
-    "Segment",
-    "SegmentOutcome",
-    "SegmentPolicy",
-    "SpeedupPrediction",
-    "StepCost",
     "SweepObservation",
     "SweepPoint",
-    "VerifyCostModel",
     "acceptance_summary",
     "baseline_consistency",
     "category_breakdown",

@@ -11,51 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
 
 from specselect._evidence.bootstrap import FloatArray, cluster_ids, run_bootstrap
-from specselect._evidence.stats import BootstrapPolicy
+from specselect.records.evidence.acceptance import AcceptanceSpread, PositionSpread
+from specselect.records.evidence.stats import BootstrapPolicy
 from specselect.records.measurement import RequestRecord
 from specselect.records.telemetry import summarize_per_request
 
-__all__ = ["SPREAD_RULE", "AcceptanceSpread", "PositionSpread", "acceptance_spread"]
-
-SPREAD_RULE = (
-    "per draft position i: verify steps that accepted more than i draft tokens / verify steps, over the measured "
-    "requests' per-request counters (the server counters' per-position rate); interval: cluster bootstrap over "
-    "items at the policy's level"
-)
-
-
-class PositionSpread(BaseModel):
-    """One draft position's acceptance rate and its interval."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    position: int
-    rate: float
-    low: float | None
-    high: float | None
-
-
-class AcceptanceSpread(BaseModel):
-    """Acceptance per draft position of one candidate in one scenario, with intervals."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    n_requests: int
-    n_items: int
-    spec_steps: int
-    acceptance_rate: float | None
-    """Accepted / drafted tokens over the same requests."""
-    per_position: tuple[PositionSpread, ...]
-    level: float
-    method: str
-    rule: str = SPREAD_RULE
-
-    def rates(self) -> tuple[float, ...]:
-        """The per-position rates, in position order."""
-        return tuple(p.rate for p in self.per_position)
+__all__ = ["acceptance_spread"]
 
 
 def _ratio(num: FloatArray, den: FloatArray) -> Callable[[FloatArray], FloatArray]:

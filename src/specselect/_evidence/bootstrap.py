@@ -12,16 +12,16 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
-from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
+
+from specselect.records.evidence.stats import IntervalMethod
 
 __all__ = [
     "ClusterStatistic",
     "FloatArray",
     "IntArray",
-    "IntervalMethod",
     "ReplicateResult",
     "cluster_ids",
     "mean_of_ratios_statistic",
@@ -35,7 +35,6 @@ FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 ClusterStatistic = Callable[[FloatArray], FloatArray]
 """Maps weights (rows x clusters) to one statistic value per row."""
-IntervalMethod = Literal["percentile", "bca"]
 
 _CELLS_PER_CHUNK = 2_000_000
 """Bound on rows x observations evaluated at once, so memory stays small for large scenarios."""

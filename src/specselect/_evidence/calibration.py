@@ -33,10 +33,9 @@ from specselect._core.pairing import PairEvidence, SideMetrics, build_pair_evide
 from specselect._core.status import Decision
 from specselect._evidence.pipeline.launches import SideLaunches
 from specselect._evidence.pipeline.rounds import PairEstimates, PairRounds, analyse_look, decide_pair
-from specselect._evidence.rounds.design import LookSchedule
-from specselect._evidence.rounds.estimate import Estimand
-from specselect._evidence.rounds.looks import PairLook, deciding_look, look_points, pair_state, plan_rounds
+from specselect._evidence.rounds.looks import deciding_look, look_points, pair_state, plan_rounds
 from specselect._evidence.samples import RequestSample
+from specselect.records.evidence.rounds import Estimand, LookSchedule, PairLook
 
 __all__ = ["CalibrationCase", "CaseResult", "NoiseModel", "simulate_case"]
 

@@ -7,42 +7,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from pydantic import BaseModel, ConfigDict
-
 from specselect._evidence.samples import RequestPair, RequestSample
-from specselect._evidence.stats import BootstrapPolicy, RatioEstimate, decode_speedup, throughput_speedup
+from specselect._evidence.stats import decode_speedup, throughput_speedup
+from specselect.records.evidence.categories import (
+    UNCATEGORIZED,
+    AcceptanceSummary,
+    CategoryBreakdown,
+    CategoryEvidence,
+)
+from specselect.records.evidence.stats import BootstrapPolicy
 
-__all__ = [
-    "CATEGORIES_SCHEMA_VERSION",
-    "UNCATEGORIZED",
-    "AcceptanceSummary",
-    "CategoryBreakdown",
-    "CategoryEvidence",
-    "acceptance_summary",
-    "category_breakdown",
-]
-
-CATEGORIES_SCHEMA_VERSION = 1
-UNCATEGORIZED = "uncategorized"
-
-
-class AcceptanceSummary(BaseModel):
-    """Acceptance over some requests, from their per-request speculative-decoding counters."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    n_requests: int
-    """Requests that carried counters."""
-    num_spec_steps: int
-    num_draft_tokens: int
-    num_accepted_draft_tokens: int
-    acceptance_rate: float | None
-    """Accepted / drafted tokens over all requests (token-weighted, like the server counters)."""
-    mean_request_acceptance_rate: float | None
-    """The unweighted mean of per-request rates, so long outputs do not dominate."""
-    mean_acceptance_length: float | None
-    """1 + accepted / speculative steps: tokens emitted per step, bonus token included."""
-    source: str = "per_request_spec_metrics"
+__all__ = ["acceptance_summary", "category_breakdown"]
 
 
 def acceptance_summary(samples: Iterable[RequestSample]) -> AcceptanceSummary | None:
@@ -73,30 +48,6 @@ def acceptance_summary(samples: Iterable[RequestSample]) -> AcceptanceSummary | 
         mean_request_acceptance_rate=sum(per_request) / len(per_request) if per_request else None,
         mean_acceptance_length=1.0 + accepted / steps if steps > 0 else None,
     )
-
-
-class CategoryEvidence(BaseModel):
-    """One category's paired speedups and the candidate's acceptance."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    category: str
-    n_pairs: int
-    n_items: int
-    throughput_speedup: RatioEstimate
-    decode_speedup: RatioEstimate
-    acceptance: AcceptanceSummary | None
-
-
-class CategoryBreakdown(BaseModel):
-    """Per-category evidence of one candidate in one scenario, categories in name order."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    schema_version: int = CATEGORIES_SCHEMA_VERSION
-    categories: tuple[CategoryEvidence, ...]
-    uncategorized_label: str = UNCATEGORIZED
-    policy: BootstrapPolicy
 
 
 def category_breakdown(

@@ -29,39 +29,10 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 from scipy import stats as scipy_stats
 
-from specselect._evidence.rounds.estimate import RoundEstimate
+from specselect.records.evidence.mix import MixCellShare, MixEstimate, MixPolicy
+from specselect.records.evidence.rounds import RoundEstimate
 
-__all__ = [
-    "MIX_RULE",
-    "MIX_SCHEMA_VERSION",
-    "CellSpeedup",
-    "MixCell",
-    "MixCellShare",
-    "MixEstimate",
-    "MixPolicy",
-    "mix_speedup",
-]
-
-MIX_SCHEMA_VERSION = 1
-
-MIX_RULE = (
-    "S = sum_i a_i / sum_i (a_i / s_i) over the cells (workload x concurrency) with a_i = share of requests x the "
-    "baseline's mean seconds per request (THE speedup statistic over the mix, outputs equal on both sides); a cell "
-    "where speculation stays off has s_i = 1. Interval: Monte Carlo over each cell's log-speedup distribution "
-    "read from its own interval (normal, Student t with its degrees of freedom when given), cells of one workload "
-    "fully correlated (they share items), workloads independent, time weights a_i taken as known; percentiles of "
-    "the draws at the policy's level"
-)
-
-
-class MixPolicy(BaseModel):
-    """How the mix interval is drawn; written into every estimate."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    level: float = Field(default=0.95, gt=0, lt=1)
-    n_draws: int = Field(default=20_000, ge=100, le=1_000_000)
-    seed: int = 0
+__all__ = ["CellSpeedup", "MixCell", "mix_speedup"]
 
 
 class CellSpeedup(BaseModel):
@@ -106,37 +77,6 @@ class MixCell(BaseModel):
     baseline_seconds: float = Field(gt=0, allow_inf_nan=False)
     speedup: CellSpeedup | None
     """None: speculation stays off in this cell (speedup exactly 1)."""
-
-
-class MixCellShare(BaseModel):
-    """A cell's part of the mix: its share of the baseline's time and of the candidate's."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    workload: str
-    concurrency: int
-    share: float
-    """Share of requests."""
-    baseline_time_share: float
-    candidate_time_share: float
-    speedup: float
-    enabled: bool
-
-
-class MixEstimate(BaseModel):
-    """The mix speedup, its interval and how each cell contributes."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    schema_version: int = MIX_SCHEMA_VERSION
-    point: float
-    low: float
-    high: float
-    level: float
-    cells: tuple[MixCellShare, ...]
-    method: str = "monte_carlo_log_speedup"
-    policy: MixPolicy
-    rule: str = MIX_RULE
 
 
 def _draws(cells: Sequence[MixCell], policy: MixPolicy) -> np.ndarray:

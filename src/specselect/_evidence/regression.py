@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from specselect._evidence.acceptance import AcceptanceSpread
+from specselect.records.evidence.acceptance import AcceptanceSpread
 
 __all__ = [
     "ACCEPTANCE_TOLERANCE",

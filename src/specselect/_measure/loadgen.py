@@ -14,10 +14,10 @@ from specselect._measure.client import RawExchange, auth_headers, open_session, 
 from specselect._measure.metrics import summarize
 from specselect._measure.requestplan import arrival_offsets, plan_requests
 from specselect._measure.stream import build_record
-from specselect._workloads.model import WorkloadItem
 from specselect.errors import ConfigError
 from specselect.records.measurement import Endpoint, ErrorKind, LoadShape, ScenarioResult, ScenarioSpec
 from specselect.records.telemetry import SpecMetricsReader
+from specselect.records.workloads import WorkloadItem
 
 __all__ = ["ProgressFn", "run_load"]
 

@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from specselect._workloads.model import WorkloadItem
 from specselect.errors import ConfigError
 from specselect.records.measurement import CacheSaltPolicy, Endpoint, SamplingParams, ScenarioSpec
+from specselect.records.workloads import WorkloadItem
 
 __all__ = [
     "PlannedRequest",

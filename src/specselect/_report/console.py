@@ -7,8 +7,9 @@ from collections.abc import Sequence
 from rich.console import Console
 from rich.table import Table
 
-from specselect._artifacts.results import AdmissionFile, EvidenceFile, GroupResult
-from specselect._evidence.pipeline import ScenarioEvidence
+from specselect.records.evidence.result import ScenarioEvidence
+from specselect.records.group import GroupResult
+from specselect.records.results import AdmissionFile, EvidenceFile
 
 __all__ = [
     "DECISION_COLUMNS",

@@ -12,14 +12,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specselect._artifacts.layout import RunLayout
-from specselect._artifacts.results import (
-    GroupResult,
-)
 from specselect._artifacts.store import RunDocuments, load_records, load_run
-from specselect._evidence.pipeline import ScenarioEvidence
 from specselect._measure.metrics import e2e_ms, tpot_ms, ttft_ms
 from specselect._report.trust import trust_lines
 from specselect.errors import ResultsError
+from specselect.records.evidence.result import ScenarioEvidence
+from specselect.records.group import GroupResult
 
 __all__ = ["LatencySamples", "ReportData", "load_report_data"]
 

@@ -4,10 +4,10 @@ for the HTML and the Markdown report)."""
 
 from __future__ import annotations
 
-from specselect._evidence.pipeline import ScenarioEvidence
 from specselect._report.console import fmt_interval, fmt_ratio, fmt_workload
 from specselect._report.data import ReportData
 from specselect._report.tables import TableSpec
+from specselect.records.evidence.result import ScenarioEvidence
 
 __all__ = ["controls_spec", "distribution_spec", "prediction_spec", "rounds_spec"]
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specselect._artifacts.results import HandoffMixOption
-from specselect._engines.base import ServeFlags
-from specselect._evidence.mix import MixEstimate
 from specselect._report.data import ReportData
 from specselect._report.tables import TableSpec
+from specselect.records.evidence.mix import MixEstimate
+from specselect.records.handoff import HandoffMixOption
+from specselect.records.server import ServeFlags
 
 __all__ = ["ServeBlock", "mix_lines", "mix_spec", "serve_blocks"]
 

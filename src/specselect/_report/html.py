@@ -12,7 +12,6 @@ import re
 import urllib.parse
 from collections.abc import Callable, Iterable, Sequence
 
-from specselect._artifacts.results import GroupResult
 from specselect._core.gates import AdmissionResult
 from specselect._report.data import ReportData
 from specselect._report.evidence_tables import controls_spec, distribution_spec, prediction_spec, rounds_spec
@@ -45,6 +44,7 @@ from specselect._report.tables import (
     recommendations,
     verdicts,
 )
+from specselect.records.group import GroupResult
 
 __all__ = ["CSP", "render_html"]
 

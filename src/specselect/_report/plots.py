@@ -17,8 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from specselect._artifacts.results import GroupResult
-from specselect._evidence.pipeline import ScenarioEvidence, scenario_name
+from specselect._evidence.pipeline import scenario_name
 from specselect._report.charts import (
     BarSeries,
     BoxSeries,
@@ -34,6 +33,8 @@ from specselect._report.charts import (
 from specselect._report.console import fmt_workload
 from specselect._report.data import ReportData
 from specselect._report.svg import BASELINE_COLOUR, PALETTE
+from specselect.records.evidence.result import ScenarioEvidence
+from specselect.records.group import GroupResult
 
 __all__ = ["Figure", "FigureSection", "Plots", "build_plots", "group_colours", "proposal_length_of"]
 

@@ -6,13 +6,13 @@ few items shows its counts and says so, never a number; the outcomes are the evi
 
 from __future__ import annotations
 
-from specselect._evidence.categories import AcceptanceSummary, CategoryEvidence
-from specselect._evidence.pipeline import ScenarioEvidence
-from specselect._evidence.segments import InputLengthSegments, Segment
-from specselect._evidence.stats import RatioEstimate
 from specselect._report.console import fmt_interval, fmt_ratio
 from specselect._report.data import ReportData
 from specselect._report.tables import TableSpec
+from specselect.records.evidence.categories import AcceptanceSummary, CategoryEvidence
+from specselect.records.evidence.result import ScenarioEvidence
+from specselect.records.evidence.segments import InputLengthSegments, Segment
+from specselect.records.evidence.stats import RatioEstimate
 
 __all__ = ["SEGMENT_COLUMNS", "segment_lead", "segment_lines", "segment_spec"]
 

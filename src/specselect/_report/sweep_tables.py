@@ -5,12 +5,13 @@ Plain-text cells (renderers escape them), read from `evidence.json`'s `sweeps` s
 
 from __future__ import annotations
 
-from specselect._evidence.pipeline import ScenarioEvidence, scenario_name
-from specselect._evidence.stats import RatioEstimate
-from specselect._evidence.sweeps import ScheduleCell, ScheduleComparison, SweepAnalysis
+from specselect._evidence.pipeline import scenario_name
 from specselect._report.console import fmt_interval, fmt_ratio, fmt_workload
 from specselect._report.data import ReportData
 from specselect._report.tables import TableSpec
+from specselect.records.evidence.result import ScenarioEvidence
+from specselect.records.evidence.stats import RatioEstimate
+from specselect.records.evidence.sweeps import ScheduleCell, ScheduleComparison, SweepAnalysis
 
 __all__ = [
     "budget_line",

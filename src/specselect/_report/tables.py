@@ -11,20 +11,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from specselect._artifacts.results import (
-    GroupResult,
-    HandoffCandidate,
-    HandoffScenario,
-    Manifest,
-    PreflightFile,
-    ScenarioRun,
-)
-from specselect._common.hostfacts import HostInfo
 from specselect._core.gates import AdmissionResult, FactValue
-from specselect._evidence.pipeline import EvidencePolicy
 from specselect._report.console import REPORT_DECISION_COLUMNS, fmt_mib, fmt_ratio, report_decision_rows
 from specselect._report.data import ReportData
+from specselect.records.evidence.result import EvidencePolicy
+from specselect.records.group import GroupResult, ScenarioRun
+from specselect.records.handoff import HandoffCandidate, HandoffScenario
+from specselect.records.host import HostInfo
 from specselect.records.measurement import Stats
+from specselect.records.results import Manifest, PreflightFile
 
 __all__ = [
     "NODES_LEAD",

@@ -4,7 +4,7 @@ time budget, a drift -- and what to do about each. Read from the results only.""
 
 from __future__ import annotations
 
-from specselect._artifacts.results import EvidenceFile
+from specselect.records.results import EvidenceFile
 
 __all__ = ["trust_lines"]
 

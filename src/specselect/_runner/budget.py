@@ -7,12 +7,13 @@ import datetime as dt
 from collections.abc import Mapping, Sequence
 
 from specselect._admission import Admissions
-from specselect._artifacts.results import GroupResult
 from specselect._core.status import RunStatus
 from specselect._evidence.pipeline import scenario_name
-from specselect._evidence.sweeps import DurationEstimate, ScenarioLoad, estimate_duration
+from specselect._evidence.sweeps import ScenarioLoad, estimate_duration
 from specselect._plan import LoadedPlan
-from specselect._workloads.model import Workload
+from specselect.records.evidence.sweeps import DurationEstimate
+from specselect.records.group import GroupResult
+from specselect.records.workloads import Workload
 
 __all__ = ["is_sweep", "remaining_budget", "round_seconds", "round_that_does_not_fit"]
 

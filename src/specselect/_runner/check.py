@@ -18,13 +18,12 @@ from pathlib import Path
 from specselect._admission import admit_plan
 from specselect._artifacts.check import CheckCost, CheckReport, CheckScenario
 from specselect._artifacts.layout import RunLayout
-from specselect._artifacts.results import GroupResult, Handoff, HandoffCandidate, HandoffGroup, ServerLife
 from specselect._artifacts.store import load_document
 from specselect._common.fileio import atomic_write_json
 from specselect._core.status import RunStatus
 from specselect._engines import Engine, create_engine
 from specselect._evidence.acceptance import acceptance_spread
-from specselect._evidence.pipeline import Evidence, InMemoryRecords, ScenarioKey, build_evidence
+from specselect._evidence.pipeline import InMemoryRecords, ScenarioKey, build_evidence
 from specselect._evidence.regression import (
     Problem,
     SpeedupSpan,
@@ -44,6 +43,9 @@ from specselect._runner.preflight import Preflight, run_preflight
 from specselect._runner.progress import Progress
 from specselect._runner.rounds import RoundLoop
 from specselect.errors import ConfigError, ResultsError, UsageError
+from specselect.records.evidence.result import Evidence
+from specselect.records.group import GroupResult, ServerLife
+from specselect.records.handoff import Handoff, HandoffCandidate, HandoffGroup
 
 __all__ = [
     "CHECK_FILE",

@@ -10,21 +10,24 @@ from typing import Any
 
 from specselect._admission import Admissions
 from specselect._artifacts.handoff.build import HandoffInputs, build_handoff
-from specselect._artifacts.results import EvidenceFile, GroupResult, Handoff
-from specselect._assets.refs import ResolvedModel
 from specselect._core.decision import Thresholds
-from specselect._engines.base import ServeFlags
 from specselect._engines.devices import group_budget_mb
-from specselect._evidence.pipeline import Evidence, EvidenceSettings, ScenarioKey, analyze_sweeps, build_evidence
-from specselect._evidence.prediction import ProposerCost
-from specselect._evidence.rounds.design import LookSchedule
-from specselect._evidence.stats import BootstrapPolicy
+from specselect._evidence.pipeline import EvidenceSettings, ScenarioKey, analyze_sweeps, build_evidence
 from specselect._evidence.sweeps import capped_schedule, cutoff_schedule
 from specselect._plan import LoadedPlan, Plan
 from specselect._runner.context import RunContext
 from specselect._runner.paritypass import distribution_test, parity_policy
 from specselect._runner.schedule_candidate import schedule_comparisons
+from specselect.records.assets import ResolvedModel
+from specselect.records.evidence.prediction import ProposerCost
+from specselect.records.evidence.result import Evidence
+from specselect.records.evidence.rounds import LookSchedule
+from specselect.records.evidence.stats import BootstrapPolicy
+from specselect.records.group import GroupResult
+from specselect.records.handoff import Handoff
 from specselect.records.proposals import ScheduleRange
+from specselect.records.results import EvidenceFile
+from specselect.records.server import ServeFlags
 
 __all__ = [
     "Conclusion",

@@ -8,13 +8,13 @@ from dataclasses import dataclass, field
 
 from specselect._admission.gather import Gathered
 from specselect._artifacts.layout import RunLayout
-from specselect._assets.refs import ResolvedModel
 from specselect._engines import Engine, EngineSetup, GroupContext
 from specselect._evidence.pipeline import InMemoryRecords
-from specselect._evidence.prediction import ProposerCost
 from specselect._plan import Candidate, LoadedPlan
 from specselect._runner.progress import Progress
-from specselect._workloads.model import Workload
+from specselect.records.assets import ResolvedModel
+from specselect.records.evidence.prediction import ProposerCost
+from specselect.records.workloads import Workload
 
 __all__ = ["RunContext", "group_context"]
 

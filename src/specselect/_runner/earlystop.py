@@ -6,13 +6,13 @@ reason): load only grows from there, and a server-hour is not spent confirming a
 
 from __future__ import annotations
 
-from specselect._artifacts.results import ScenarioRun
 from specselect._evidence.pipeline import RecordSource, scenario_name
 from specselect._evidence.rounds.estimate import pair_estimate
 from specselect._evidence.samples import samples_from_records
-from specselect._evidence.stats import BootstrapPolicy
 from specselect._evidence.sweeps import SweepPoint, early_stop_reason
-from specselect._workloads.model import Workload
+from specselect.records.evidence.stats import BootstrapPolicy
+from specselect.records.group import ScenarioRun
+from specselect.records.workloads import Workload
 
 __all__ = ["early_stop_check", "skipped_run"]
 

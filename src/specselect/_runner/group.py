@@ -14,28 +14,15 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from specselect._admission.gather import Gathered
-from specselect._artifacts.results import (
-    GroupFacts,
-    GroupLaunch,
-    GroupResult,
-    LaunchRecord,
-    ParityPassRun,
-    ScenarioRun,
-    ServerLife,
-)
-from specselect._assets.refs import ResolvedModel
 from specselect._core.gates import AdmissionResult
 from specselect._core.status import RunStatus
 from specselect._engines import GroupContext, ServeOptions, Session
-from specselect._engines.base import ReleaseCheck, RunningServer, SanityResult, ServingHandle
+from specselect._engines.base import RunningServer, ServingHandle
 from specselect._evidence.pipeline import parity_scenario, scenario_name
-from specselect._evidence.stats import BootstrapPolicy
-from specselect._evidence.sweeps import DerivedSchedule
 from specselect._plan import BASELINE_FAMILY, BASELINE_GROUP, Candidate, RunConfig, TargetConfig
 from specselect._runner.context import RunContext
 from specselect._runner.earlystop import early_stop_check, skipped_run
 from specselect._runner.scenario import Measuring, divergent_items, measure_scenario, run_parity_pass
-from specselect._workloads.model import Workload, WorkloadItem
 from specselect.errors import (
     ConfigError,
     EngineError,
@@ -44,6 +31,12 @@ from specselect.errors import (
     ServerStartError,
     ServerTimeoutError,
 )
+from specselect.records.assets import ResolvedModel
+from specselect.records.evidence.stats import BootstrapPolicy
+from specselect.records.evidence.sweeps import DerivedSchedule
+from specselect.records.group import GroupFacts, GroupLaunch, GroupResult, ParityPassRun, ScenarioRun, ServerLife
+from specselect.records.server import LaunchRecord, ReleaseCheck, SanityResult
+from specselect.records.workloads import Workload, WorkloadItem
 
 __all__ = ["GroupInterrupted", "GroupJob", "ParityMode", "launch_label", "launch_record", "relaunch_group", "run_group"]
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from specselect._admission import Admissions
-from specselect._artifacts.results import GroupResult
 from specselect._core.status import RunStatus
 from specselect._plan import Candidate, LoadedPlan
 from specselect._runner.group import GroupJob, ParityMode
 from specselect._runner.paritypass import baseline_parity_pass, parity_pass_enabled
+from specselect.records.group import GroupResult
 
 __all__ = ["NO_RUNNABLE_ON_TRACK", "build_job", "completed_scenarios"]
 

@@ -7,7 +7,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from specselect._admission import Admissions
-from specselect._artifacts.results import GroupResult
 from specselect._core.status import RunStatus
 from specselect._plan import Candidate
 from specselect._runner.context import RunContext
@@ -16,6 +15,7 @@ from specselect._runner.jobs import build_job
 from specselect._runner.manifest import ManifestWriter, Status
 from specselect._runner.preflight import Preflight
 from specselect._runner.schedule_candidate import DerivationInputs, schedule_job, with_schedule
+from specselect.records.group import GroupResult
 
 __all__ = ["RunGroups", "launch_group"]
 

@@ -11,12 +11,13 @@ from typing import Literal
 from pydantic import BaseModel
 
 from specselect._artifacts.layout import RunLayout
-from specselect._artifacts.results import GroupResult, Manifest, ManifestGroup
 from specselect._common.fileio import atomic_write_model, sha256_file
 from specselect._core.status import RunStatus
-from specselect._evidence.sweeps import DurationEstimate
 from specselect._plan import BASELINE_GROUP, Candidate, LoadedPlan
 from specselect._runner.preflight import Preflight
+from specselect.records.evidence.sweeps import DurationEstimate
+from specselect.records.group import GroupResult
+from specselect.records.results import Manifest, ManifestGroup
 
 __all__ = ["ManifestWriter", "now"]
 

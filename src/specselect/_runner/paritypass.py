@@ -7,10 +7,11 @@ every one with its own seed, on the baseline and every candidate alike.
 
 from __future__ import annotations
 
-from specselect._evidence.pipeline import PARITY_PASS_RULE, ParityPassPolicy
-from specselect._evidence.sampled_parity import SampledParityPolicy
+from specselect._evidence.pipeline import PARITY_PASS_RULE
 from specselect._plan import LoadedPlan
 from specselect._runner.scenario import PARITY_LOGPROBS
+from specselect.records.evidence.result import ParityPassPolicy
+from specselect.records.evidence.sampled_parity import SampledParityPolicy
 
 __all__ = ["baseline_parity_pass", "distribution_test", "parity_pass_enabled", "parity_policy"]
 

@@ -13,19 +13,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from specselect._artifacts.results import AuditFinding, PreflightFile
-from specselect._assets.refs import ResolvedModel, resolve_model
-from specselect._common.hostfacts import collect_host_info
+from specselect._assets.refs import resolve_model
 from specselect._engines import Engine, EngineSetup, create_engine
 from specselect._engines.base import Finding
+from specselect._measure.hostfacts import collect_host_info
 from specselect._plan import BASELINE_GROUP, LoadedPlan, Plan, load_plan
 from specselect._plan.workloads import workload_source
 from specselect._runner.cluster.requirements import cluster_problems
 from specselect._runner.progress import Progress
 from specselect._workloads.extract import extractions_for, prepare_builtin_workloads
 from specselect._workloads.loader import load_workload
-from specselect._workloads.model import Workload
 from specselect.errors import ConfigError
+from specselect.records.assets import ResolvedModel
+from specselect.records.results import AuditFinding, PreflightFile
+from specselect.records.workloads import Workload
 
 __all__ = ["Preflight", "audit_plan", "distribution_test_cost", "run_preflight", "validate_plan"]
 

@@ -12,13 +12,14 @@ reads them from memory like those of the groups measured now.
 from __future__ import annotations
 
 from specselect._artifacts.layout import RunLayout
-from specselect._artifacts.results import GroupLaunch, GroupResult, Manifest, PreflightAttempt, PreflightFile
 from specselect._artifacts.store import load_document, load_manifest, load_records
 from specselect._common.fileio import sha256_file
 from specselect._engines.base import recorded_request_spec_metrics
 from specselect._evidence.pipeline import InMemoryRecords
 from specselect._plan import LoadedPlan
 from specselect.errors import ResultsError, UsageError
+from specselect.records.group import GroupLaunch, GroupResult
+from specselect.records.results import Manifest, PreflightAttempt, PreflightFile
 
 __all__ = [
     "changed_environment_warning",

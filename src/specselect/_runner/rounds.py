@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from specselect._artifacts.results import GroupResult
 from specselect._core.status import RunStatus
 from specselect._evidence.rounds.design import TrackRound, round_order
-from specselect._evidence.rounds.looks import RoundsPlan
 from specselect._plan import Plan
 from specselect._runner.progress import Progress
+from specselect.records.evidence.rounds import RoundsPlan
+from specselect.records.group import GroupResult
 
 __all__ = ["Fits", "Launch", "Look", "RoundLoop", "RoundsOutcome", "Wave", "first_round_order", "track_rounds"]
 

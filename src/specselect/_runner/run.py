@@ -9,20 +9,9 @@ from pathlib import Path
 
 from specselect._admission import Admissions, admit_plan
 from specselect._artifacts.layout import LABEL_PATTERN, RunLayout
-from specselect._artifacts.results import (
-    AdmissionFile,
-    ClusterFile,
-    EvidenceFile,
-    GroupResult,
-    Handoff,
-    Manifest,
-    NodeFacts,
-    PreflightFile,
-)
 from specselect._core.status import RunStatus
 from specselect._engines import Engine, GroupContext, create_engine
 from specselect._evidence.pipeline import InMemoryRecords
-from specselect._evidence.rounds.looks import RoundsPlan
 from specselect._plan import BASELINE_GROUP, Candidate, LoadedPlan, load_plan
 from specselect._runner.budget import is_sweep, remaining_budget, round_that_does_not_fit
 from specselect._runner.cluster.driver import ClusterRounds
@@ -48,6 +37,17 @@ from specselect._runner.rounds import Launch, RoundLoop, Wave, first_round_order
 from specselect._runner.schedule_candidate import DerivationInputs
 from specselect._runner.signals import sigterm_as_interrupt
 from specselect.errors import ConfigError, EngineError, InterruptedRun, UsageError
+from specselect.records.evidence.rounds import RoundsPlan
+from specselect.records.group import GroupResult
+from specselect.records.handoff import Handoff
+from specselect.records.results import (
+    AdmissionFile,
+    ClusterFile,
+    EvidenceFile,
+    Manifest,
+    NodeFacts,
+    PreflightFile,
+)
 
 __all__ = ["RunOptions", "RunOutcome", "plan_scenarios", "probe_plan", "run_plan"]
 

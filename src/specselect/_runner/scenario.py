@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 from specselect._artifacts.layout import RunLayout
-from specselect._artifacts.results import ParityPassRun, ScenarioRun
 from specselect._common.fileio import atomic_write_text, sha256_file
 from specselect._engines.base import Session
 from specselect._engines.prometheus import MetricsSnapshot
@@ -21,9 +20,9 @@ from specselect._measure.hostload import HostLoadMeter
 from specselect._measure.memory import PeakMemorySampler
 from specselect._plan import Plan
 from specselect._runner.progress import Progress
-from specselect._workloads.model import Workload, WorkloadItem
 from specselect.errors import EngineError, ServerTimeoutError
 from specselect.records.endpoints import TrafficCheck
+from specselect.records.group import ParityPassRun, ScenarioRun
 from specselect.records.host import HostLoad
 from specselect.records.measurement import (
     CacheSaltPolicy,
@@ -37,6 +36,7 @@ from specselect.records.measurement import (
 )
 from specselect.records.memory import PeakMemory
 from specselect.records.telemetry import SpecTelemetry, build_spec_telemetry, summarize_per_request
+from specselect.records.workloads import Workload, WorkloadItem
 
 __all__ = [
     "PARITY_LOGPROBS",

@@ -13,21 +13,16 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 
-from specselect._artifacts.results import GroupResult
 from specselect._core.decision import NO_LAUNCH_REPLICATION
 from specselect._core.status import Decision, RunStatus
-from specselect._evidence.pipeline import (
-    Evidence,
-    EvidenceSettings,
-    ScenarioKey,
-    analyze_sweeps,
-    build_evidence,
-    sweep_point,
-)
-from specselect._evidence.sweeps import DerivedSchedule, ScheduleComparison, compare_schedule, derive_schedule
+from specselect._evidence.pipeline import EvidenceSettings, ScenarioKey, analyze_sweeps, build_evidence, sweep_point
+from specselect._evidence.sweeps import compare_schedule, derive_schedule
 from specselect._plan import Plan
 from specselect._runner.context import RunContext
 from specselect._runner.group import GroupJob
+from specselect.records.evidence.result import Evidence
+from specselect.records.evidence.sweeps import DerivedSchedule, ScheduleComparison
+from specselect.records.group import GroupResult
 
 __all__ = [
     "NO_ENGINE_SCHEDULE",

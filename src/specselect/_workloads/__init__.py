@@ -4,26 +4,12 @@ and validated user files (JSON Lines / ShareGPT), whole or as seeded samples, wi
 from specselect._workloads.builtin import builtin_workload_names
 from specselect._workloads.canonical import canonical_bytes, content_sha256
 from specselect._workloads.loader import categories, load_workload
-from specselect._workloads.model import (
-    ChatMessage,
-    DatasetSource,
-    Workload,
-    WorkloadIdentity,
-    WorkloadItem,
-    WorkloadSelection,
-)
 from specselect._workloads.reader import WorkloadHeader
 from specselect._workloads.sample import WorkloadSample
 
 __all__ = [
-    "ChatMessage",
-    "DatasetSource",
-    "Workload",
     "WorkloadHeader",
-    "WorkloadIdentity",
-    "WorkloadItem",
     "WorkloadSample",
-    "WorkloadSelection",
     "builtin_workload_names",
     "canonical_bytes",
     "categories",

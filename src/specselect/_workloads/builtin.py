@@ -21,10 +21,10 @@ from pathlib import Path
 from specselect._workloads.canonical import content_sha256
 from specselect._workloads.dataset_files import dataset_label, load_dataset
 from specselect._workloads.datasets import DATASETS, dataset_names
-from specselect._workloads.model import Workload, WorkloadIdentity, WorkloadItem
 from specselect._workloads.reader import WorkloadHeader, parse_workload_bytes
 from specselect._workloads.sample import select_all
 from specselect.errors import WorkloadError
+from specselect.records.workloads import Workload, WorkloadIdentity, WorkloadItem
 
 __all__ = [
     "BUILTIN_PREFIX",

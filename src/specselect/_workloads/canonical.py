@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from specselect._common.canonical import canonical_json, canonical_sha256
-from specselect._workloads.model import WorkloadItem
+from specselect.records.workloads import WorkloadItem
 
 __all__ = ["canonical_bytes", "canonical_items", "content_sha256"]
 

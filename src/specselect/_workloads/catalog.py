@@ -12,8 +12,8 @@ from pydantic import BaseModel, ConfigDict
 from specselect._workloads.builtin import BUILTIN_PREFIX, WRITTEN_NAMES, load_builtin, written_description
 from specselect._workloads.dataset_files import extracted_path, load_dataset
 from specselect._workloads.datasets import DATASETS, DatasetSpec
-from specselect._workloads.model import DatasetSource
 from specselect.errors import SpecselectError
+from specselect.records.workloads import DatasetSource
 
 __all__ = ["BuiltinEntry", "builtin_catalog", "catalog_lines", "entry_details"]
 

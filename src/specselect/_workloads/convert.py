@@ -15,10 +15,10 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
-from specselect._workloads.model import WorkloadItem
 from specselect._workloads.reader import problems_error
 from specselect._workloads.records import validate_record
 from specselect.errors import WorkloadError
+from specselect.records.workloads import WorkloadItem
 
 __all__ = [
     "StreamedArray",

@@ -15,10 +15,10 @@ from pathlib import Path
 from specselect._common.home import default_home
 from specselect._workloads.canonical import content_sha256
 from specselect._workloads.datasets import DatasetSpec
-from specselect._workloads.model import Workload, WorkloadIdentity, WorkloadItem
 from specselect._workloads.reader import HEADER_KEY, WorkloadHeader, parse_workload_bytes
 from specselect._workloads.sample import select_all
 from specselect.errors import EngineSetupError, SpecselectError, WorkloadError
+from specselect.records.workloads import Workload, WorkloadIdentity, WorkloadItem
 
 __all__ = ["dataset_file_bytes", "dataset_label", "extracted_path", "load_dataset"]
 

@@ -19,8 +19,8 @@ from typing import BinaryIO
 from specselect._common.fileio import sha256_file
 from specselect._workloads import convert
 from specselect._workloads.canonical import content_sha256
-from specselect._workloads.model import DatasetSource, WorkloadItem
 from specselect.errors import EngineSetupError
+from specselect.records.workloads import DatasetSource, WorkloadItem
 
 __all__ = ["DATASETS", "DatasetSpec", "convert_source", "dataset_names"]
 

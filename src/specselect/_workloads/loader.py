@@ -7,10 +7,10 @@ from pathlib import Path
 
 from specselect._workloads.builtin import BUILTIN_PREFIX, builtin_workload_names, load_builtin
 from specselect._workloads.canonical import content_sha256
-from specselect._workloads.model import Workload, WorkloadIdentity
 from specselect._workloads.reader import read_workload_file
 from specselect._workloads.sample import WorkloadSample, sample_workload, select_all
 from specselect.errors import WorkloadError
+from specselect.records.workloads import Workload, WorkloadIdentity
 
 __all__ = ["UNVERSIONED", "categories", "load_workload"]
 

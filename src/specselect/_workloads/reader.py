@@ -17,9 +17,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from specselect._workloads.canonical import content_sha256
-from specselect._workloads.model import DatasetSource, WorkloadItem
 from specselect._workloads.records import Problem, validate_record
 from specselect.errors import WorkloadError
+from specselect.records.workloads import DatasetSource, WorkloadItem
 
 __all__ = [
     "HEADER_KEY",

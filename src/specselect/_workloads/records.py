@@ -6,7 +6,7 @@ import difflib
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from specselect._workloads.model import ChatMessage, WorkloadItem
+from specselect.records.workloads import ChatMessage, WorkloadItem
 
 __all__ = [
     "MAX_ITEM_BYTES",

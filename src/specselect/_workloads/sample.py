@@ -15,8 +15,8 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, Strict
 
 from specselect._workloads.canonical import content_sha256
-from specselect._workloads.model import Workload, WorkloadItem, WorkloadSelection
 from specselect.errors import WorkloadError
+from specselect.records.workloads import Workload, WorkloadItem, WorkloadSelection
 
 __all__ = [
     "MAX_SAMPLE_ITEMS",

@@ -1,4 +1,5 @@
-"""The CPU time a scenario's host spent elsewhere (what `measure.hostload` measures; evidence reads it)."""
+"""The host: the machine a run happens on (`HostInfo`, in `preflight.json`, collected by `measure.hostfacts`) and
+the CPU time a scenario's host spent elsewhere (what `measure.hostload` measures; evidence reads it)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["HOST_LOAD_RULE", "HostLoad"]
+__all__ = ["HOST_LOAD_RULE", "HostInfo", "HostLoad"]
 
 HOST_LOAD_RULE = (
     "foreign_share = (busy CPU seconds of the scope - CPU seconds of the server's process tree and of specselect "
@@ -37,3 +38,23 @@ class HostLoad(BaseModel):
     scope_detail: str | None = None
     """Why this scope: the cgroup limit found, or that there was none."""
     rule: str = HOST_LOAD_RULE
+
+
+class HostInfo(BaseModel):
+    """The host: OS, Python, CPU, memory and (when present) the NVIDIA driver."""
+
+    model_config = ConfigDict(frozen=True)
+
+    tool_version: str
+    python_version: str
+    python_executable: str
+    os: str
+    kernel: str
+    machine: str
+    cpu_model: str | None
+    logical_cpus: int | None
+    physical_cpus: int | None
+    memory_total_mb: float
+    nvidia_driver: str | None
+    hostname: str | None = None
+    """The host's network name (None in results written before it was recorded)."""

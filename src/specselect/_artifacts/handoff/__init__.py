@@ -1,7 +1,7 @@
 """`handoff.json`: only completed + comparable candidates per scenario, the recommendation, and the sweeps'
-advice (up to which concurrency, which proposal length) for the deployment decision.
+advice (up to which concurrency, which proposal length) for the deployment decision. Its schema (`Handoff` and its
+parts) is `records.handoff`.
 
-- `document`: the schema (`Handoff` and its parts; re-exported by `artifacts.results` with the other files)
 - `build`: `build_handoff` from the evidence and the group results
 - `advice`: the sweeps' advice, with the measured engine's per-batch-size cut-off
 """

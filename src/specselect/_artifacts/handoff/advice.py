@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from specselect._artifacts.results import GroupResult, HandoffConcurrency, HandoffLength
-from specselect._evidence.sweeps import SweepAnalysis, capped_schedule, cutoff_schedule
+from specselect._evidence.sweeps import capped_schedule, cutoff_schedule
+from specselect.records.evidence.sweeps import SweepAnalysis
+from specselect.records.group import GroupResult
+from specselect.records.handoff import HandoffConcurrency, HandoffLength
 from specselect.records.proposals import ScheduleRange
 
 __all__ = ["CUTOFF_NOTE", "BatchSchedule", "concurrency_advice", "length_advice"]

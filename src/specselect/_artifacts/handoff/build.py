@@ -8,26 +8,27 @@ from dataclasses import dataclass
 from typing import Any
 
 from specselect._artifacts.handoff.advice import BatchSchedule, concurrency_advice, length_advice
-from specselect._artifacts.handoff.document import HandoffControl
 from specselect._artifacts.handoff.mix import NO_TRAFFIC_NOTE, Cutoff, MixInputs, ServeWith, mix_advice
-from specselect._artifacts.results import (
-    EvidenceFile,
-    GroupResult,
+from specselect._core.status import Decision, EvidenceStatus, RunStatus
+from specselect._evidence.acceptance import acceptance_spread
+from specselect._evidence.pipeline.inputs import RecordSource, ScenarioKey, group_track
+from specselect._evidence.pipeline.rules import RULE, TRACK_RULE
+from specselect._plan import Plan, SamplingConfig
+from specselect._plan.rules import BASELINE_GROUP
+from specselect.records.evidence.mix import MixPolicy
+from specselect.records.evidence.result import ScenarioEvidence
+from specselect.records.evidence.stats import BootstrapPolicy
+from specselect.records.group import GroupResult
+from specselect.records.handoff import (
     Handoff,
     HandoffCandidate,
+    HandoffControl,
     HandoffGroup,
     HandoffMix,
     HandoffScenario,
     HandoffTrack,
 )
-from specselect._core.status import Decision, EvidenceStatus, RunStatus
-from specselect._evidence.acceptance import acceptance_spread
-from specselect._evidence.mix import MixPolicy
-from specselect._evidence.pipeline.inputs import RecordSource, ScenarioKey, group_track
-from specselect._evidence.pipeline.result import RULE, TRACK_RULE, ScenarioEvidence
-from specselect._evidence.stats import BootstrapPolicy
-from specselect._plan import Plan, SamplingConfig
-from specselect._plan.rules import BASELINE_GROUP
+from specselect.records.results import EvidenceFile
 
 __all__ = ["HandoffInputs", "build_handoff", "sampling_note"]
 

@@ -11,18 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from specselect._artifacts.results import (
-    EvidenceFile,
-    HandoffMix,
-    HandoffMixOption,
-    HandoffSegment,
-)
 from specselect._core.status import Decision, EvidenceStatus
-from specselect._engines.base import ServeFlags
-from specselect._evidence.mix import MIX_RULE, CellSpeedup, MixCell, MixEstimate, MixPolicy, mix_speedup
-from specselect._evidence.pipeline.result import ScenarioEvidence
+from specselect._evidence.mix import CellSpeedup, MixCell, mix_speedup
 from specselect._plan.traffic import TrafficConfig
+from specselect.records.evidence.mix import MIX_RULE, MixEstimate, MixPolicy
+from specselect.records.evidence.result import ScenarioEvidence
+from specselect.records.handoff import HandoffMix, HandoffMixOption, HandoffSegment
 from specselect.records.proposals import ScheduleRange
+from specselect.records.results import EvidenceFile
+from specselect.records.server import ServeFlags
 
 __all__ = ["MIX_ADVICE_RULE", "NO_TRAFFIC_NOTE", "MixInputs", "ServeWith", "mix_advice"]
 

@@ -19,8 +19,6 @@ from specselect._engines.base import (
     GroupIdentity,
     LaunchSpec,
     ProgressFn,
-    ReleaseCheck,
-    SanityResult,
     ServeOptions,
     Session,
 )
@@ -34,6 +32,7 @@ from specselect._plan import BASELINE_GROUP, EngineConfig, Plan
 from specselect.errors import ConfigError, ProtocolError, ServerTimeoutError
 from specselect.records.endpoints import EndpointProbe
 from specselect.records.proposals import ScheduleRange
+from specselect.records.server import ReleaseCheck, SanityResult
 from specselect.records.telemetry import SpecDecodeCounters
 
 __all__ = ["DEFAULT_SPEC_READERS", "TRAFFIC_GAP_S", "AttachedServer", "OpenAIEndpointEngine", "SpecCountersFn"]

@@ -17,7 +17,6 @@ from typing import Any, Protocol, cast
 from specselect._admission.capacity import CapacityTerms
 from specselect._admission.gather import Gathered, Resolving, disabled, gather_admission
 from specselect._assets.memory_estimate import MemoryTerms, sglang_default_mem_fraction
-from specselect._assets.refs import ResolvedModel
 from specselect._common.fileio import atomic_write_bytes
 from specselect._common.secrets import REDACTED, write_private_file
 from specselect._engines.base import (
@@ -28,13 +27,9 @@ from specselect._engines.base import (
     LaunchSpec,
     ProgressFn,
     Proposal,
-    ReleaseCheck,
     RunningServer,
-    SanityResult,
-    ServeFlags,
     ServeOptions,
 )
-from specselect._engines.capabilities import SglangCapabilities
 from specselect._engines.devices import group_budget_mb, visible_setting
 from specselect._engines.http import sanity_check, server_api_key, server_get
 from specselect._engines.launchargs import launch_api_key, python_or_command, server_options
@@ -66,7 +61,10 @@ from specselect._engines.sglang.telemetry import (
 )
 from specselect._plan import EngineConfig, Plan
 from specselect.errors import ArtifactError, ConfigError, EngineSetupError, ProtocolError
+from specselect.records.assets import ResolvedModel
+from specselect.records.capabilities import SglangCapabilities
 from specselect.records.proposals import ScheduleRange
+from specselect.records.server import ReleaseCheck, SanityResult, ServeFlags
 from specselect.records.telemetry import RequestSpecMetrics, SpecDecodeCounters, SpecTelemetry
 
 __all__ = ["SERVER_INFO_PATHS", "SglangEngine"]

@@ -18,7 +18,7 @@ from specselect._engines.launching import min_version_check
 from specselect._engines.sglang.specargs import SGLANG_FAMILY_METHODS, SGLANG_METHOD_ALGORITHMS, sglang_algorithm
 
 if TYPE_CHECKING:
-    from specselect._engines.capabilities import SglangCapabilities
+    from specselect.records.capabilities import SglangCapabilities
 
 __all__ = ["backend_gate", "sglang_method"]
 

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 from specselect._common.home import default_home
-from specselect._engines.capabilities import SglangCapabilities
 from specselect._engines.devices import scan_devices
 from specselect._engines.probing import (
     HOST_RESERVE_MB,
@@ -33,6 +32,7 @@ from specselect._engines.probing import (
 )
 from specselect._engines.sglang.specargs import supported_methods
 from specselect.errors import EngineSetupError
+from specselect.records.capabilities import SglangCapabilities
 
 __all__ = ["LAUNCH_FLAGS", "probe_sglang", "sglang_probe_cache_key"]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from specselect._engines.capabilities import RuntimeController
+from specselect.records.capabilities import RuntimeController
 
 __all__ = ["BATCH_SCHEDULE_KEY", "KNOWN_CONTROLLERS", "found_controllers"]
 

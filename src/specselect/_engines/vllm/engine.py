@@ -10,7 +10,6 @@ from typing import Any
 from specselect._admission.capacity import CapacityTerms
 from specselect._admission.gather import Gathered, Resolving, disabled, gather_admission
 from specselect._assets.memory_estimate import DEFAULT_CPU_KVCACHE_GIB, GPU_RUNTIME_OVERHEAD_MB, MemoryTerms
-from specselect._assets.refs import ResolvedModel
 from specselect._common.home import default_home
 from specselect._engines.base import (
     EngineSetup,
@@ -21,11 +20,8 @@ from specselect._engines.base import (
     ProgressFn,
     Proposal,
     RunningServer,
-    SanityResult,
-    ServeFlags,
     ServeOptions,
 )
-from specselect._engines.capabilities import EngineCapabilities, VllmCapabilities
 from specselect._engines.devices import group_budget_mb, visible_setting
 from specselect._engines.http import sanity_check, server_api_key, server_get
 from specselect._engines.launchargs import launch_api_key, python_or_command, server_options
@@ -54,7 +50,10 @@ from specselect._engines.vllm.specconfig import build_speculative_config, option
 from specselect._engines.vllm.telemetry import request_spec_metrics, spec_decode_delta
 from specselect._plan import EngineConfig, Plan
 from specselect.errors import ConfigError, EngineSetupError, ProtocolError
+from specselect.records.assets import ResolvedModel
+from specselect.records.capabilities import EngineCapabilities, VllmCapabilities
 from specselect.records.proposals import ScheduleRange
+from specselect.records.server import SanityResult, ServeFlags
 from specselect.records.telemetry import RequestSpecMetrics, SpecDecodeCounters
 
 __all__ = ["BATCH_SCHEDULE_KEY", "VllmEngine"]

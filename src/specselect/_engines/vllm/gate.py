@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from specselect._core.families import classify_family
 from specselect._core.gates import FactValue, GateCheck
-from specselect._engines.capabilities import EngineCapabilities, VllmCapabilities
 from specselect._engines.launching import controller_check, min_version_check
 from specselect._engines.vllm.specconfig import option_problem
 from specselect._plan import Candidate
+from specselect.records.capabilities import EngineCapabilities, VllmCapabilities
 
 __all__ = ["ARCTIC_INFERENCE_REQUIREMENT", "backend_gate", "engine_config_keys", "options_gate", "vllm_method"]
 

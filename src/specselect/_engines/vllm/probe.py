@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Literal
 
 from specselect._common.home import default_home
-from specselect._engines.capabilities import VllmCapabilities
 from specselect._engines.devices import scan_devices
 from specselect._engines.probing import (
     HOST_RESERVE_MB,
@@ -36,6 +35,7 @@ from specselect._engines.probing import (
 from specselect._engines.vllm.controllers import found_controllers
 from specselect._engines.vllm.envsetup import EngineEnv
 from specselect._engines.vllm.specconfig import FALLBACK_CONFIG_KEYS
+from specselect.records.capabilities import VllmCapabilities
 
 __all__ = [
     "HOST_RESERVE_MB",

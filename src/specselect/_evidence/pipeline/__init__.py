@@ -17,16 +17,12 @@ from specselect._evidence.pipeline.inputs import (
     parity_scenario,
     scenario_name,
 )
-from specselect._evidence.pipeline.result import (
+from specselect._evidence.pipeline.rules import (
     CONTAMINATION_RULE,
     MISSING_UNCONTAMINATED,
     PARITY_PASS_RULE,
     RULE,
     TRACK_RULE,
-    Evidence,
-    EvidencePolicy,
-    ParityPassPolicy,
-    ScenarioEvidence,
 )
 from specselect._evidence.pipeline.sweeps import analyze_sweeps, sweep_point
 
@@ -36,16 +32,12 @@ __all__ = [
     "PARITY_PASS_RULE",
     "RULE",
     "TRACK_RULE",
-    "Evidence",
-    "EvidencePolicy",
     "EvidenceSettings",
     "InMemoryRecords",
     "MeasuredGroup",
     "MeasuredScenario",
     "PairedRecords",
-    "ParityPassPolicy",
     "RecordSource",
-    "ScenarioEvidence",
     "ScenarioKey",
     "analyze_sweeps",
     "build_evidence",

@@ -24,58 +24,28 @@ from specselect._core.decision import (
 from specselect._core.families import Dependency, classify_family
 from specselect._core.pairing import PairEvidence, build_pair_evidence
 from specselect._core.status import RunStatus
-from specselect._evidence.categories import CategoryBreakdown, category_breakdown
-from specselect._evidence.parity import (
-    Output,
-    ParityPolicy,
-    ScenarioParity,
-    has_token_ids,
-    outputs_for_parity,
-    pass_logprobs,
-    scenario_parity,
-)
+from specselect._evidence.categories import category_breakdown
+from specselect._evidence.parity import Output, has_token_ids, outputs_for_parity, pass_logprobs, scenario_parity
 from specselect._evidence.pipeline.inputs import MeasuredGroup, RecordSource, ScenarioKey, group_track
 from specselect._evidence.pipeline.launches import SideLaunches, side_launches
-from specselect._evidence.pipeline.result import (
-    AA_CONTROL_RULE,
-    CONTAMINATION_RULE,
-    RULE,
-    TRACK_RULE,
-    Evidence,
-    EvidencePolicy,
-    ParityPassPolicy,
-    ScenarioEvidence,
-)
 from specselect._evidence.pipeline.rounds import LookAnalysis, PairEstimates, PairRounds, analyse_look, decide_pair
+from specselect._evidence.pipeline.rules import AA_CONTROL_RULE, CONTAMINATION_RULE, RULE, TRACK_RULE
 from specselect._evidence.pipeline.sides import SideFigures, excluded_rounds, find_scenario, side_metrics, untrusted
-from specselect._evidence.prediction import ProposerCost, SpeedupPrediction, predict_speedup, verify_cost_from_prefill
-from specselect._evidence.rounds.design import DESIGN_RULE, LookSchedule
-from specselect._evidence.rounds.estimate import Estimand
-from specselect._evidence.rounds.looks import (
-    LookPoint,
-    PairLook,
-    RoundsPlan,
-    deciding_look,
-    look_points,
-    pair_state,
-    plan_rounds,
-)
-from specselect._evidence.sampled_parity import (
-    SampledParity,
-    SampledParityPolicy,
-    sampled_parity,
-    samples_from_records,
-)
+from specselect._evidence.prediction import predict_speedup, verify_cost_from_prefill
+from specselect._evidence.rounds.design import DESIGN_RULE
+from specselect._evidence.rounds.looks import deciding_look, look_points, pair_state, plan_rounds
+from specselect._evidence.sampled_parity import sampled_parity, samples_from_records
 from specselect._evidence.samples import Pairing, RequestKey, pair_launches
-from specselect._evidence.segments import InputLengthSegments, SegmentPolicy, input_length_segments
-from specselect._evidence.stats import (
-    BootstrapPolicy,
-    PairedStats,
-    RatioEstimate,
-    ThroughputBasis,
-    paired_stats,
-    rate_for_basis,
-)
+from specselect._evidence.segments import input_length_segments
+from specselect._evidence.stats import paired_stats, rate_for_basis
+from specselect.records.evidence.categories import CategoryBreakdown
+from specselect.records.evidence.parity import ParityPolicy, ScenarioParity
+from specselect.records.evidence.prediction import ProposerCost, SpeedupPrediction
+from specselect.records.evidence.result import Evidence, EvidencePolicy, ParityPassPolicy, ScenarioEvidence
+from specselect.records.evidence.rounds import Estimand, LookPoint, LookSchedule, PairLook, RoundsPlan
+from specselect.records.evidence.sampled_parity import SampledParity, SampledParityPolicy
+from specselect.records.evidence.segments import InputLengthSegments, SegmentPolicy
+from specselect.records.evidence.stats import BootstrapPolicy, PairedStats, RatioEstimate, ThroughputBasis
 from specselect.records.measurement import RequestRecord
 
 __all__ = ["EvidenceSettings", "PairedRecords", "build_evidence", "pair_step", "parity_step"]

@@ -13,11 +13,11 @@ from typing import Literal, Protocol
 
 from specselect._core.pairing import MemoryFigure
 from specselect._core.status import RunStatus
-from specselect._workloads.model import WorkloadIdentity
 from specselect.records.endpoints import TrafficCheck
 from specselect.records.host import HostLoad
 from specselect.records.measurement import RequestRecord, ScenarioSummary
 from specselect.records.telemetry import SpecTelemetry
+from specselect.records.workloads import WorkloadIdentity
 
 __all__ = [
     "BASELINE_GROUP",
@@ -67,7 +67,7 @@ class ScenarioKey:
 
 
 class MeasuredScenario(Protocol):
-    """One scenario of one group as it was measured (the fields of `artifacts.results.ScenarioRun` read here)."""
+    """One scenario of one group as it was measured (the fields of `records.group.ScenarioRun` read here)."""
 
     @property
     def scenario(self) -> str: ...
@@ -98,7 +98,7 @@ class MeasuredScenario(Protocol):
 
 
 class MeasuredGroup(Protocol):
-    """One group's result (the fields of `artifacts.results.GroupResult` read here)."""
+    """One group's result (the fields of `records.group.GroupResult` read here)."""
 
     @property
     def group(self) -> str: ...

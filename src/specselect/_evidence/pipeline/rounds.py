@@ -15,19 +15,11 @@ from pydantic import BaseModel, ConfigDict
 from specselect._core.decision import LATENCY_CHECKS, DecisionResult, SpeedupInterval, Thresholds, decide
 from specselect._core.pairing import PairEvidence
 from specselect._evidence.pipeline.launches import SideLaunches
-from specselect._evidence.rounds.drift import DriftCheck, drift_check
-from specselect._evidence.rounds.estimate import (
-    Estimand,
-    MetricRounds,
-    RoundEstimate,
-    VariancePool,
-    estimate_metric,
-    metric_rounds,
-    pool_variances,
-)
-from specselect._evidence.rounds.looks import LookPoint
-from specselect._evidence.rounds.table import METRICS, Metric, RoundTable, round_table
-from specselect._evidence.stats import ThroughputBasis
+from specselect._evidence.rounds.drift import drift_check
+from specselect._evidence.rounds.estimate import MetricRounds, estimate_metric, metric_rounds, pool_variances
+from specselect._evidence.rounds.table import METRICS, RoundTable, round_table
+from specselect.records.evidence.rounds import DriftCheck, Estimand, LookPoint, Metric, RoundEstimate, VariancePool
+from specselect.records.evidence.stats import ThroughputBasis
 
 __all__ = [
     "LookAnalysis",

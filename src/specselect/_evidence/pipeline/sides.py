@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from specselect._core.pairing import MemoryFigure, PairEvidence, SideMetrics
 from specselect._core.status import EvidenceStatus, RunStatus
 from specselect._evidence.pipeline.inputs import MeasuredGroup, MeasuredScenario
-from specselect._evidence.pipeline.result import MISSING_UNCONTAMINATED
+from specselect._evidence.pipeline.rules import MISSING_UNCONTAMINATED
 from specselect.records.telemetry import SpecTelemetry
 
 __all__ = ["SideFigures", "excluded_rounds", "find_scenario", "side_metrics", "untrusted"]

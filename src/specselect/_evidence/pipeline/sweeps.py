@@ -13,19 +13,10 @@ from typing import Any
 
 from specselect._core.status import Decision, RunStatus
 from specselect._evidence.pipeline.inputs import MeasuredGroup, RecordSource
-from specselect._evidence.pipeline.result import Evidence, ScenarioEvidence
-from specselect._evidence.stats import BootstrapPolicy
-from specselect._evidence.sweeps import (
-    Crossover,
-    EarlyStop,
-    LengthSweep,
-    ScenarioGoodput,
-    SweepAnalysis,
-    SweepPoint,
-    choose_length,
-    find_crossover,
-    goodput,
-)
+from specselect._evidence.sweeps import SweepPoint, choose_length, find_crossover, goodput
+from specselect.records.evidence.result import Evidence, ScenarioEvidence
+from specselect.records.evidence.stats import BootstrapPolicy
+from specselect.records.evidence.sweeps import Crossover, EarlyStop, LengthSweep, ScenarioGoodput, SweepAnalysis
 from specselect.records.proposals import LENGTH_AXIS
 
 __all__ = ["analyze_sweeps", "sweep_point"]

@@ -27,19 +27,10 @@ from engine telemetry; without it the prediction stays null -- it is never infer
 
 from __future__ import annotations
 
-from specselect._evidence.prediction.cost_model import (
-    MODEL,
-    PREDICTION_SCHEMA_VERSION,
-    ProposerCost,
-    SpeedupPrediction,
-    VerifyCostModel,
-    predict_decode_speedup,
-    predict_speedup,
-)
-from specselect._evidence.prediction.observed import StepCost, baseline_tpot, measure_step_cost, measured_decode_speedup
+from specselect._evidence.prediction.cost_model import predict_decode_speedup, predict_speedup
+from specselect._evidence.prediction.observed import baseline_tpot, measure_step_cost, measured_decode_speedup
 from specselect._evidence.prediction.tokens import (
     AcceptanceTelemetry,
-    RateKind,
     StepCounts,
     expected_tokens_iid,
     expected_tokens_per_step,
@@ -56,17 +47,10 @@ from specselect._evidence.prediction.verify_cost import (
 )
 
 __all__ = [
-    "MODEL",
-    "PREDICTION_SCHEMA_VERSION",
     "AcceptanceTelemetry",
     "FitForm",
-    "ProposerCost",
-    "RateKind",
-    "SpeedupPrediction",
-    "StepCost",
     "StepCounts",
     "SweepObservation",
-    "VerifyCostModel",
     "baseline_tpot",
     "expected_tokens_iid",
     "expected_tokens_per_step",

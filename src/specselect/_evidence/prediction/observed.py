@@ -6,30 +6,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Literal
-
-from pydantic import BaseModel, ConfigDict
 
 from specselect._evidence.samples import RequestPair
 from specselect._evidence.stats import decode_rate
+from specselect.records.evidence.prediction import StepCost
 
-__all__ = ["StepCost", "baseline_tpot", "measure_step_cost", "measured_decode_speedup"]
-
-
-class StepCost(BaseModel):
-    """The candidate's OBSERVED cost of a step relative to one baseline decode token (a diagnostic, never an input)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    candidate_step_s: float
-    baseline_token_s: float
-    relative_step_cost: float
-    num_spec_steps: int
-    plain_steps: int = 0
-    """Target steps that carried no draft (retrieval proposers without a match)."""
-    step_source: Literal["per_request_num_spec_steps", "num_drafts"]
-    n_candidate_requests: int
-    n_baseline_requests: int
+__all__ = ["baseline_tpot", "measure_step_cost", "measured_decode_speedup"]
 
 
 def _positive(value: float | None) -> bool:

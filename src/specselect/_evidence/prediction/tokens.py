@@ -5,13 +5,13 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from specselect.records.evidence.prediction import RateKind
+
 __all__ = [
     "AcceptanceTelemetry",
-    "RateKind",
     "StepCounts",
     "expected_tokens_iid",
     "expected_tokens_per_step",
@@ -19,7 +19,6 @@ __all__ = [
     "step_counts",
 ]
 
-RateKind = Literal["cumulative", "conditional"]
 _TOLERANCE = 1e-9
 
 

@@ -21,15 +21,11 @@ from typing import Annotated, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from specselect._evidence.prediction.cost_model import (
-    ProposerCost,
-    SpeedupPrediction,
-    VerifyCostModel,
-    predict_decode_speedup,
-)
+from specselect._evidence.prediction.cost_model import predict_decode_speedup
 from specselect._evidence.prediction.tokens import AcceptanceTelemetry, step_counts
 from specselect._evidence.samples import RequestSample
 from specselect._evidence.stats import decode_rate
+from specselect.records.evidence.prediction import ProposerCost, SpeedupPrediction, VerifyCostModel
 
 __all__ = [
     "FitForm",

@@ -21,11 +21,10 @@ confidence level keeps its meaning with any number of looks.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict
 
-__all__ = ["DESIGN_RULE", "LookSchedule", "TrackRound", "block_order", "round_order"]
+__all__ = ["DESIGN_RULE", "TrackRound", "block_order", "round_order"]
 
 DESIGN_RULE = (
     "per round, each track's baseline then its candidates in plan order; odd rounds run the order reversed "
@@ -56,51 +55,3 @@ def round_order(
     even one, with `reverse_first`) reversed. A track with no member launches nothing unless `keep_empty`."""
     order = tuple(name for track in tracks if track.members or keep_empty for name in block_order(track))
     return tuple(reversed(order)) if (index % 2 == 1) != reverse_first else order
-
-
-_Rounds = Annotated[int, Field(ge=1, le=50)]
-
-
-class LookSchedule(BaseModel):
-    """When the evidence is looked at (rounds completed) and the one-sided error budget of an accept."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    looks: tuple[_Rounds, ...] = Field(min_length=1)
-    """Rounds completed at each look, ascending; the last is the most rounds a pair can get."""
-    alpha: Annotated[float, Field(gt=0, lt=0.5)] = 0.025
-    """The one-sided error budget of an accept over all looks: (1 - confidence_level) / 2."""
-
-    @model_validator(mode="after")
-    def _ascending(self) -> LookSchedule:
-        if any(b <= a for a, b in zip(self.looks, self.looks[1:], strict=False)):
-            raise ValueError(f"looks {list(self.looks)} must be strictly ascending round counts")
-        return self
-
-    @classmethod
-    def of_level(cls, looks: Sequence[int], confidence_level: float) -> LookSchedule:
-        """The schedule whose looks together keep a `confidence_level` two-sided interval's one-sided error."""
-        return cls(looks=tuple(looks), alpha=(1.0 - confidence_level) / 2.0)
-
-    @property
-    def max_rounds(self) -> int:
-        return self.looks[-1]
-
-    def look_of(self, rounds: int) -> int | None:
-        """The look (0-based) taken after `rounds` completed rounds; None when no look falls there."""
-        return self.looks.index(rounds) if rounds in self.looks else None
-
-    def alpha_at(self, look: int) -> float:
-        """The one-sided error spent at look `look`: alpha x (its rounds - the previous look's) / max rounds."""
-        previous = self.looks[look - 1] if look > 0 else 0
-        return self.alpha * (self.looks[look] - previous) / self.max_rounds
-
-    def level_at(self, look: int) -> float:
-        """The two-sided level of look `look`'s intervals: each bound is a one-sided bound at alpha_at(look)."""
-        return 1.0 - 2.0 * self.alpha_at(look)
-
-    def level_for(self, rounds: int) -> float:
-        """The level of the look that `rounds` completed rounds fall under (the latest look at or before them;
-        the first look's below it)."""
-        at = [k for k, n in enumerate(self.looks) if n <= rounds]
-        return self.level_at(at[-1] if at else 0)

@@ -12,31 +12,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from pydantic import BaseModel, ConfigDict
 from scipy import stats as scipy_stats
 
-__all__ = ["DRIFT_ALPHA", "DRIFT_RULE", "DriftCheck", "drift_check"]
+from specselect.records.evidence.rounds import DRIFT_ALPHA, DriftCheck
 
-DRIFT_ALPHA = 0.01
-DRIFT_RULE = (
-    "least-squares slope of the per-round log ratios on the round index, its standard error from the interval's "
-    f"variance (pooled or the pair's own); flagged when the two-sided t test's p < {DRIFT_ALPHA}; needs 3 rounds"
-)
-
-
-class DriftCheck(BaseModel):
-    """The slope of one metric's per-round log ratios over the rounds, and whether it is flagged."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    metric: str
-    slope_per_round: float
-    """Change of the log ratio per round (0.01 ~ 1 % per round)."""
-    se: float
-    df: float
-    p_value: float
-    flagged: bool
-    rule: str = DRIFT_RULE
+__all__ = ["drift_check"]
 
 
 def drift_check(

@@ -22,38 +22,25 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 from scipy import stats as scipy_stats
 
-from specselect._core.decision import SpeedupInterval
-from specselect._evidence.rounds.table import Metric, RoundTable, round_table
+from specselect._evidence.rounds.table import RoundTable, round_table
 from specselect._evidence.samples import RequestSample
-from specselect._evidence.stats import RatioEstimate, ThroughputBasis
+from specselect.records.evidence.rounds import (
+    HOMOGENEITY_ALPHA,
+    Estimand,
+    Metric,
+    RoundEstimate,
+    VariancePool,
+    VarianceSource,
+)
+from specselect.records.evidence.stats import ThroughputBasis
 
-__all__ = [
-    "ESTIMATE_SCHEMA_VERSION",
-    "HOMOGENEITY_ALPHA",
-    "Estimand",
-    "MetricRounds",
-    "RoundEstimate",
-    "VariancePool",
-    "VarianceSource",
-    "estimate_metric",
-    "metric_rounds",
-    "pair_estimate",
-    "pool_variances",
-    "t_quantile",
-]
+__all__ = ["MetricRounds", "estimate_metric", "metric_rounds", "pair_estimate", "pool_variances", "t_quantile"]
 
-ESTIMATE_SCHEMA_VERSION = 1
-HOMOGENEITY_ALPHA = 0.05
-"""Bartlett's test below this p-value: the pairs' round variances differ, each pair keeps its own."""
-
-Estimand = Literal["frozen_prompts", "traffic"]
-VarianceSource = Literal["pooled", "pair", "items_only"]
 
 _STATISTIC: dict[Metric, str] = {
     "throughput": "exp(mean over rounds of log ratio_of_totals(tokens/{basis}_s))",
@@ -126,33 +113,6 @@ def metric_rounds(table: RoundTable, metric: Metric) -> MetricRounds:
     )
 
 
-class VariancePool(BaseModel):
-    """The round variances of a run's pairs of one metric, pooled when Bartlett's test finds them alike."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    metric: Metric
-    members: tuple[str, ...]
-    variances: tuple[float, ...]
-    dfs: tuple[int, ...]
-    pooled_variance: float | None
-    pooled_df: int
-    bartlett_statistic: float | None
-    bartlett_p: float | None
-    homogeneous: bool
-    """Bartlett's p >= `homogeneity_alpha` (pairs then use `pooled_variance`); False: each pair its own."""
-    homogeneity_alpha: float = HOMOGENEITY_ALPHA
-
-    def variance_for(self, pair: str) -> tuple[float, float, VarianceSource] | None:
-        """(variance, df, source) a member uses; None for a pair outside the pool."""
-        if pair not in self.members:
-            return None
-        if self.homogeneous and self.pooled_variance is not None and len(self.members) >= 2:
-            return self.pooled_variance, float(self.pooled_df), "pooled"
-        index = self.members.index(pair)
-        return self.variances[index], float(self.dfs[index]), "pair"
-
-
 def _bartlett(variances: Sequence[float], dfs: Sequence[int]) -> tuple[float, float]:
     n = float(sum(dfs))
     pooled = sum(v * d for v, d in zip(variances, dfs, strict=True)) / n
@@ -209,85 +169,6 @@ def _satterthwaite(parts: Sequence[tuple[float, float | None]]) -> float | None:
             return None
         denom += value * value / df
     return total * total / denom if denom > 0 else None
-
-
-class RoundEstimate(BaseModel):
-    """A paired-round estimate of one metric's candidate / baseline ratio with its t interval."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    schema_version: int = ESTIMATE_SCHEMA_VERSION
-    metric: Metric
-    statistic: str
-    unit: str
-    estimand: Estimand
-    point: float | None
-    low: float | None = None
-    high: float | None = None
-    level: float
-    df: float | None = None
-    se_log: float | None = None
-    variance_source: VarianceSource | None = None
-    launch_variance_included: bool = False
-    rounds: tuple[int, ...] = ()
-    round_log_ratios: tuple[float, ...] = ()
-    baseline_values: tuple[float, ...] = ()
-    candidate_values: tuple[float, ...] = ()
-    """Each round's value per side (tokens/s, or mean seconds)."""
-    baseline_value: float | None = None
-    candidate_value: float | None = None
-    """Geometric means over the rounds: candidate_value / baseline_value is `point`."""
-    excluded_rounds: dict[int, str] = {}
-    unpaired_rounds: tuple[int, ...] = ()
-    n_items: int = 0
-    dropped_items: tuple[str, ...] = ()
-    round_variance: float | None = None
-    """The pair's own sample variance of its per-round log ratios."""
-    variance_used: float | None = None
-    variance_df: float | None = None
-    """The per-round variance the interval used (pooled or the pair's own) and its degrees of freedom."""
-    item_variance: float | None = None
-    rerun_low: float | None = None
-    rerun_high: float | None = None
-    """Where a rerun of the same design should put ITS point: the interval's reach times sqrt 2."""
-    method: str = "paired_rounds_t"
-    reason: str | None = None
-
-    @property
-    def has_interval(self) -> bool:
-        return self.low is not None and self.high is not None
-
-    def as_ratio_estimate(self, n_samples: int = 0) -> RatioEstimate:
-        """This estimate in the shape of the paired statistics' figures (`PairedStats.throughput_speedup`)."""
-        return RatioEstimate(
-            metric="throughput_speedup" if self.metric == "throughput" else self.metric,
-            statistic=self.statistic,
-            point=self.point,
-            low=self.low,
-            high=self.high,
-            level=self.level,
-            n_samples=n_samples,
-            n_clusters=self.n_items,
-            n_dropped=0,
-            method=self.method,
-            n_resamples=0,
-            seed=0,
-            reason=self.reason,
-        )
-
-    def interval(self) -> SpeedupInterval | None:
-        """This estimate as the decision's interval."""
-        if self.low is None or self.high is None:
-            return None
-        return SpeedupInterval(
-            low=self.low,
-            high=self.high,
-            level=self.level,
-            method=self.method,
-            point=self.point,
-            df=self.df,
-            launch_variance_included=self.launch_variance_included,
-        )
 
 
 _MAX_LOG = 700.0

@@ -15,50 +15,22 @@ an accept at any look is a false one at most sum(alpha_k) = alpha of the time (`
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Literal
-
-from pydantic import BaseModel, ConfigDict
 
 from specselect._core.decision import QUALITY_FAILURES, DecisionResult
 from specselect._core.status import Decision, EvidenceStatus
-from specselect._evidence.rounds.design import LookSchedule
-
-__all__ = [
-    "LOOKS_SCHEMA_VERSION",
-    "LOOK_RULE",
-    "LookPoint",
-    "PairLook",
-    "PairState",
-    "RoundsPlan",
-    "deciding_look",
-    "look_points",
-    "pair_state",
-    "plan_rounds",
-]
-
-LOOKS_SCHEMA_VERSION = 1
-PairState = Literal["accepted", "cannot_accept", "open"]
-
-LOOK_RULE = (
-    "looks fixed in advance; at a look a pair is accepted, cannot_accept (reject, not comparable, memory over "
-    "budget, speedup interval high below the minimum, a latency mean ratio's interval low above its limit) or "
-    "open; a candidate with an open pair runs the rounds to the next look with its baseline; a pair's decision is "
-    "its first accepting look's, else its last look's; the one-sided error of an accept is spent over the looks "
-    "in proportion to their rounds"
+from specselect.records.evidence.rounds import (
+    LookPoint,
+    LookSchedule,
+    PairLook,
+    PairState,
+    RoundsPlan,
 )
+
+__all__ = ["deciding_look", "look_points", "pair_state", "plan_rounds"]
+
 
 _FINAL_REASONS = tuple(reason for reason, _ in QUALITY_FAILURES.values())
 _MISSING_A_ROUND_CAN_GIVE = frozenset({"uncontaminated_measurement"})
-
-
-class LookPoint(BaseModel):
-    """One look as analysed: the rounds it uses (indices below `rounds`) and its intervals' level."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    look: int
-    rounds: int
-    level: float
 
 
 def look_points(schedule: LookSchedule, rounds_done: int) -> tuple[LookPoint, ...]:
@@ -71,25 +43,6 @@ def look_points(schedule: LookSchedule, rounds_done: int) -> tuple[LookPoint, ..
         if rounds >= rounds_done:
             break
     return tuple(points)
-
-
-class PairLook(BaseModel):
-    """One pair at one look."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    candidate: str
-    scenario: str
-    state: PairState
-    why: str
-    decision: str
-    reason: str
-    look: int
-    rounds: int
-    """Rounds the pair's estimate rests on."""
-    level: float
-    low: float | None = None
-    high: float | None = None
 
 
 def _incomplete_state(decision: DecisionResult) -> tuple[PairState, str]:
@@ -121,28 +74,6 @@ def pair_state(decision: DecisionResult) -> tuple[PairState, str]:
             f"speedup interval high {interval.high:.3g} < {decision.policy.min_throughput_speedup:g}",
         )
     return "open", decision.reason
-
-
-class RoundsPlan(BaseModel):
-    """What the rule says after some rounds: the pairs' states at this look and who runs on."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    schema_version: int = LOOKS_SCHEMA_VERSION
-    rounds_done: int
-    look: int | None
-    """The look these rounds complete (0-based); None between looks (every active candidate runs on)."""
-    level: float
-    """The two-sided level of this look's intervals."""
-    pairs: tuple[PairLook, ...] = ()
-    continuing: tuple[str, ...] = ()
-    """Candidates that run the rounds to `next_rounds`."""
-    next_rounds: int | None = None
-    """The rounds completed at the next look (None: no more rounds)."""
-    stop: str | None = None
-    """Why no more rounds run: every pair settled, or the last look was taken."""
-    schedule: LookSchedule
-    rule: str = LOOK_RULE
 
 
 def plan_rounds(

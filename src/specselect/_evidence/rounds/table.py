@@ -15,17 +15,17 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 
 from specselect._evidence.bootstrap import FloatArray
 from specselect._evidence.samples import RequestSample
-from specselect._evidence.stats import ThroughputBasis, rate_for_basis
+from specselect._evidence.stats import rate_for_basis
+from specselect.records.evidence.rounds import Metric
+from specselect.records.evidence.stats import ThroughputBasis
 
-__all__ = ["METRICS", "Metric", "RoundTable", "SideTable", "round_table"]
+__all__ = ["METRICS", "RoundTable", "SideTable", "round_table"]
 
-Metric = Literal["throughput", "ttft_mean", "e2e_mean"]
 METRICS: tuple[Metric, ...] = ("throughput", "ttft_mean", "e2e_mean")
 
 _FIELDS = ("tokens", "seconds", "ttft", "ttft_n", "e2e", "n", "rated")

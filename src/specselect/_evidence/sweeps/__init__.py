@@ -12,78 +12,21 @@
 
 from __future__ import annotations
 
-from specselect._evidence.sweeps.analysis import (
-    SWEEP_ANALYSIS_RULE,
-    SWEEP_ANALYSIS_SCHEMA_VERSION,
-    EarlyStop,
-    LengthSweep,
-    ScenarioGoodput,
-    SweepAnalysis,
-)
 from specselect._evidence.sweeps.batch_schedule import (
-    COMPARISON_RULE,
-    SCHEDULE_RULE,
-    DerivedSchedule,
-    ScheduleCell,
-    ScheduleComparison,
-    ScheduleLevel,
-    ScheduleRow,
     capped_schedule,
     compare_schedule,
     cutoff_schedule,
     derive_schedule,
     schedule_ranges,
 )
-from specselect._evidence.sweeps.budget import (
-    DURATION_RULE,
-    DurationEstimate,
-    ScenarioDuration,
-    ScenarioLoad,
-    estimate_duration,
-)
-from specselect._evidence.sweeps.crossover import (
-    CROSSOVER_RULE,
-    Crossover,
-    CrossoverRule,
-    CrossoverStatus,
-    LevelVerdict,
-    find_crossover,
-)
-from specselect._evidence.sweeps.goodput import GOODPUT_RULE, Goodput, GoodputStatus, goodput
-from specselect._evidence.sweeps.length import LENGTH_RULE, LengthChoice, LengthRow, LengthStatus, choose_length
-from specselect._evidence.sweeps.point import EARLY_STOP_RULE, SweepPoint, clearly_losing, early_stop_reason
+from specselect._evidence.sweeps.budget import ScenarioLoad, estimate_duration
+from specselect._evidence.sweeps.crossover import find_crossover
+from specselect._evidence.sweeps.goodput import goodput
+from specselect._evidence.sweeps.length import choose_length
+from specselect._evidence.sweeps.point import SweepPoint, clearly_losing, early_stop_reason
 
 __all__ = [
-    "COMPARISON_RULE",
-    "CROSSOVER_RULE",
-    "DURATION_RULE",
-    "EARLY_STOP_RULE",
-    "GOODPUT_RULE",
-    "LENGTH_RULE",
-    "SCHEDULE_RULE",
-    "SWEEP_ANALYSIS_RULE",
-    "SWEEP_ANALYSIS_SCHEMA_VERSION",
-    "Crossover",
-    "CrossoverRule",
-    "CrossoverStatus",
-    "DerivedSchedule",
-    "DurationEstimate",
-    "EarlyStop",
-    "Goodput",
-    "GoodputStatus",
-    "LengthChoice",
-    "LengthRow",
-    "LengthStatus",
-    "LengthSweep",
-    "LevelVerdict",
-    "ScenarioDuration",
-    "ScenarioGoodput",
     "ScenarioLoad",
-    "ScheduleCell",
-    "ScheduleComparison",
-    "ScheduleLevel",
-    "ScheduleRow",
-    "SweepAnalysis",
     "SweepPoint",
     "capped_schedule",
     "choose_length",

@@ -10,79 +10,22 @@ controllers where the plan measured them.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
-
-from specselect._evidence.stats import RatioEstimate
-from specselect._evidence.sweeps.crossover import Crossover, LevelVerdict
-from specselect._evidence.sweeps.length import LengthChoice
 from specselect._evidence.sweeps.point import SweepPoint
+from specselect.records.evidence.stats import RatioEstimate
+from specselect.records.evidence.sweeps import (
+    Crossover,
+    DerivedSchedule,
+    LengthChoice,
+    LevelVerdict,
+    ScheduleCell,
+    ScheduleComparison,
+    ScheduleLevel,
+    ScheduleRow,
+)
 from specselect.records.proposals import ScheduleRange
 
-__all__ = [
-    "COMPARISON_RULE",
-    "SCHEDULE_RULE",
-    "SCHEDULE_SCHEMA_VERSION",
-    "DerivedSchedule",
-    "ScheduleCell",
-    "ScheduleComparison",
-    "ScheduleLevel",
-    "ScheduleRow",
-    "ScheduleStatus",
-    "capped_schedule",
-    "compare_schedule",
-    "cutoff_schedule",
-    "derive_schedule",
-    "schedule_ranges",
-]
-
-SCHEDULE_SCHEMA_VERSION = 1
-ScheduleStatus = Literal["derived", "off_everywhere"]
-
-SCHEDULE_RULE = (
-    "per concurrency level and workload: the length the proposal-length choice recommends there when its "
-    "crossover verdict at that level is 'pays' (the decision accepted), else the paying length with the highest "
-    "speedup lower bound, else 0 (off); one server serves every workload, so a level's length is the smallest "
-    "over the workloads, and 0 when any workload pays with no length there. Level L_i covers batch sizes from "
-    "L_i (1 for the lowest level) up to L_(i+1) - 1; the highest level's length holds above it (unmeasured "
-    "there); neighbouring ranges with the same length are merged"
-)
-COMPARISON_RULE = (
-    "per workload and level: speculation off is the baseline (speedup 1.0); the best static setting is the "
-    "length the proposal-length choice recommends there (the only length when one was swept); the schedule and "
-    "any engine controller are their own measured candidates against the same baseline. Two settings differ "
-    "clearly only when their speedup intervals do not overlap; otherwise: no clear difference"
-)
-
-
-class ScheduleLevel(BaseModel):
-    """The proposal length the schedule uses at one measured concurrency level, and why."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    concurrency: int
-    proposal_length: int
-    """0: speculation off at this level."""
-    candidate: str | None
-    """The sub-candidate whose measurement chose the length (None when off)."""
-    why: str
-
-
-class DerivedSchedule(BaseModel):
-    """One server's per-batch-size proposal schedule, derived from one sweep entry's measurements."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    schema_version: int = SCHEDULE_SCHEMA_VERSION
-    sweep: str
-    """The plan entry whose sub-candidates it was derived from."""
-    status: ScheduleStatus
-    levels: tuple[ScheduleLevel, ...]
-    ranges: tuple[ScheduleRange, ...]
-    """Batch-size ranges in order: (first, last or None, proposal length)."""
-    reason: str
-    rule: str = SCHEDULE_RULE
+__all__ = ["capped_schedule", "compare_schedule", "cutoff_schedule", "derive_schedule", "schedule_ranges"]
 
 
 def schedule_ranges(lengths: Mapping[int, int]) -> tuple[ScheduleRange, ...]:
@@ -200,52 +143,6 @@ def derive_schedule(
         )
     shown = ", ".join(f"c{lv.concurrency}: k={lv.proposal_length}" for lv in per_level)
     return DerivedSchedule(sweep=sweep, status="derived", levels=per_level, ranges=ranges, reason=shown)
-
-
-class ScheduleCell(BaseModel):
-    """One setting at one workload and level: its candidate, speedup and decision."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    candidate: str
-    proposal_length: int | None
-    speedup_point: float | None
-    speedup_low: float | None
-    speedup_high: float | None
-    decision: str | None
-
-
-class ScheduleRow(BaseModel):
-    """Speculation off, the best static setting, the schedule and the engine's controllers at one level."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    workload: str
-    concurrency: int
-    schedule_length: int
-    """The proposal length the schedule uses at this level (0: off)."""
-    static: ScheduleCell | None
-    schedule: ScheduleCell | None
-    controllers: tuple[ScheduleCell, ...] = ()
-    verdict: str
-    """The schedule against the best static setting at this level."""
-
-
-class ScheduleComparison(BaseModel):
-    """`evidence.json`'s comparison of one measured schedule with static settings and speculation off."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    schema_version: int = SCHEDULE_SCHEMA_VERSION
-    sweep: str
-    candidate: str
-    """The schedule's own candidate."""
-    schedule: DerivedSchedule
-    rows: tuple[ScheduleRow, ...]
-    controllers: dict[str, str]
-    """Controller candidate -> the engine controller it runs."""
-    summary: str
-    rule: str = COMPARISON_RULE
 
 
 def _cell(point: SweepPoint | None, length: int | None) -> ScheduleCell | None:

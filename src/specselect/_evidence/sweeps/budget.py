@@ -7,25 +7,9 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = [
-    "BUDGET_SCHEMA_VERSION",
-    "DURATION_RULE",
-    "DurationEstimate",
-    "ScenarioDuration",
-    "ScenarioLoad",
-    "estimate_duration",
-]
+from specselect.records.evidence.sweeps import DurationEstimate, ScenarioDuration
 
-BUDGET_SCHEMA_VERSION = 1
-
-DURATION_RULE = (
-    "seconds = servers_to_start * startup_s + sum over scenario runs of n_requests * max_tokens / "
-    "(tokens_per_s * min(concurrency, n_requests)); with requests_per_s, a scenario takes at least "
-    "n_requests / requests_per_s. tokens_per_s is one stream's measured decode rate; a closed loop at "
-    "concurrency c is assumed to run c streams at that rate. Speculation changes the per-stream rate and "
-    "batching makes concurrent streams slower than one alone, and requests may stop before max_tokens: this is "
-    "a budget, not a promise."
-)
+__all__ = ["ScenarioLoad", "estimate_duration"]
 
 
 class ScenarioLoad(BaseModel):
@@ -38,31 +22,6 @@ class ScenarioLoad(BaseModel):
     n_requests: int = Field(gt=0)
     """Warm-up requests included."""
     max_tokens: int = Field(gt=0)
-
-
-class ScenarioDuration(BaseModel):
-    """The expected seconds of one scenario run."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    name: str
-    seconds: float
-
-
-class DurationEstimate(BaseModel):
-    """The expected duration of a sweep and how it was computed."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    schema_version: int = BUDGET_SCHEMA_VERSION
-    seconds: float
-    servers: int
-    startup_s: float
-    tokens_per_s: float
-    requests_per_s: float | None
-    per_scenario: tuple[ScenarioDuration, ...]
-    """In input order; a scenario measured on several servers appears once per server."""
-    rule: str = DURATION_RULE
 
 
 def _require(name: str, value: float, *, allow_zero: bool = False) -> None:

@@ -8,106 +8,22 @@ below which every level pays, and the crossover is the first level that *clearly
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Literal
-
-from pydantic import BaseModel, ConfigDict, Field
 
 from specselect._core.status import Decision
-from specselect._evidence.stats import RatioEstimate
 from specselect._evidence.sweeps.point import SweepPoint, clearly_losing
-
-__all__ = [
-    "CROSSOVER_RULE",
-    "CROSSOVER_SCHEMA_VERSION",
-    "Crossover",
-    "CrossoverRule",
-    "CrossoverStatus",
-    "LevelVerdict",
-    "LevelVerdictKind",
-    "find_crossover",
-]
-
-CROSSOVER_SCHEMA_VERSION = 1
-
-CrossoverStatus = Literal["pays_at_all_levels", "crossover", "never_pays", "no_clear_difference", "insufficient_data"]
-LevelVerdictKind = Literal["pays", "clear_stop", "unclear", "no_data"]
-
-CROSSOVER_RULE = (
-    "Per concurrency level, in this order: 'no_data' when the throughput speedup has no point estimate; "
-    "'clear_stop' when its interval lies entirely below {break_even:g} (high < {break_even:g}), or when the "
-    "scenario decision failed the thresholds{threshold_clause}; 'pays' when the decision accepted "
-    "(meets_thresholds true), or, with no decision, when the interval lies entirely above {break_even:g} "
-    "(low > {break_even:g}); otherwise 'unclear' (interval crossing {break_even:g}, point estimate only, or an "
-    "indefinite threshold failure). A point estimate without an interval is never 'clearly' anything. "
-    "pays_up_to = highest level L such that every measured level <= L pays; crossover_at = lowest level that "
-    "is a clear stop (on noisy, non-monotone data the first clear stop is the cut-off even if a higher level "
-    "pays again). Status: every level pays -> pays_at_all_levels; some pay, some do not -> crossover; none "
-    "pays and one clearly stops -> never_pays; none pays and none clearly stops -> no_clear_difference; no "
-    "level has an estimate -> insufficient_data. The recommendation enables speculation up to pays_up_to."
+from specselect.records.evidence.stats import RatioEstimate
+from specselect.records.evidence.sweeps import (
+    Crossover,
+    CrossoverRule,
+    CrossoverStatus,
+    LevelVerdict,
+    LevelVerdictKind,
 )
 
-_DEFINITE_CLAUSE = (
-    " definitely (with the decision given: quality rejected, a latency or memory check failed, or the speedup "
-    "check failed with a confident interval; without it: any failure whose interval does not cross "
-    "{break_even:g})"
-)
+__all__ = ["find_crossover"]
+
 
 _LATENCY_CHECKS = frozenset({"max_ttft_regression_ratio", "max_e2e_p95_regression_ratio", "max_peak_memory_mb"})
-
-
-class CrossoverRule(BaseModel):
-    """How a single concurrency level is judged; written into every `Crossover`."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    break_even: float = Field(default=1.0, gt=0, allow_inf_nan=False)
-    """The speedup an interval is compared with to call a level clearly paying or clearly losing."""
-    threshold_failure_stops: bool = True
-    """A definite threshold failure is a clear stop (not only a speedup interval below break-even)."""
-
-    def text(self) -> str:
-        """This rule in words, as stored in `Crossover.rule`."""
-        clause = _DEFINITE_CLAUSE.format(break_even=self.break_even) if self.threshold_failure_stops else " (off)"
-        return CROSSOVER_RULE.format(break_even=self.break_even, threshold_clause=clause)
-
-
-class LevelVerdict(BaseModel):
-    """One concurrency level as the crossover rule saw it."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    concurrency: int
-    verdict: LevelVerdictKind
-    why: str
-    speedup_point: float | None
-    speedup_low: float | None
-    speedup_high: float | None
-    meets_thresholds: bool | None
-
-
-class Crossover(BaseModel):
-    """Where one candidate stops paying on one workload as concurrency grows, with the evidence on both sides."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    schema_version: int = CROSSOVER_SCHEMA_VERSION
-    candidate: str
-    workload: str
-    temperature: float = 0.0
-    """The sampling temperature of the levels compared."""
-    levels: tuple[int, ...]
-    status: CrossoverStatus
-    pays_up_to: int | None
-    crossover_at: int | None
-    interval_at_crossover: RatioEstimate | None
-    """The speedup at `crossover_at`."""
-    interval_before: RatioEstimate | None
-    """The speedup at the measured level just below `crossover_at`, else at `pays_up_to`."""
-    recommendation: str
-    reason: str
-    rule: str
-    level_rule: CrossoverRule
-    per_level: tuple[LevelVerdict, ...]
 
 
 def _speedup_text(verdict: LevelVerdict) -> str:

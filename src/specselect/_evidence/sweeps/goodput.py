@@ -4,56 +4,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from typing import Literal
-
-from pydantic import BaseModel, ConfigDict
 
 from specselect._evidence.samples import RecordLike
+from specselect.records.evidence.sweeps import Goodput
 
-__all__ = [
-    "GOODPUT_RULE",
-    "GOODPUT_SCHEMA_VERSION",
-    "Goodput",
-    "GoodputStatus",
-    "goodput",
-]
-
-GOODPUT_SCHEMA_VERSION = 1
-
-GoodputStatus = Literal["computed", "not_computed"]
-
-GOODPUT_RULE = (
-    "Over the measured (non-warm-up) requests: TTFT = first_token - send; TPOT = (end - first_token) / "
-    "(completion_tokens - 1). A request meets the SLO when it succeeded, TTFT <= slo_ttft_ms and TPOT <= "
-    "slo_tpot_ms; a limit that is None is not applied. A failed request (error) never meets it. A one-token "
-    "request has no inter-token time, so it meets the TPOT limit (its latency is all TTFT). A successful request "
-    "missing a time or token count that an applied limit needs is 'unmeasured' and does not meet it. "
-    "goodput_rps = requests meeting the SLO / duration_s; throughput_rps = successful requests / duration_s. "
-    "Both limits None -> status not_computed (goodput_rps, n_met and share_met None)."
-)
-
-
-class Goodput(BaseModel):
-    """Requests/s meeting the TTFT and TPOT limits over the measured phase of one candidate in one scenario."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    schema_version: int = GOODPUT_SCHEMA_VERSION
-    status: GoodputStatus
-    n_requests: int
-    """Measured requests, failed ones included (warm-up excluded)."""
-    n_met: int | None
-    share_met: float | None
-    """n_met / n_requests; None with no requests or when not computed."""
-    goodput_rps: float | None
-    throughput_rps: float
-    n_errors: int
-    n_single_token: int
-    n_unmeasured: int
-    slo_ttft_ms: float | None
-    slo_tpot_ms: float | None
-    duration_s: float
-    rule: str = GOODPUT_RULE
+__all__ = ["goodput"]
 
 
 def _span_ms(start: float | None, end: float | None) -> float | None:

@@ -9,83 +9,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
 
 from specselect._evidence.bootstrap import cluster_ids, ratio_of_sums_statistic, run_bootstrap
 from specselect._evidence.samples import RequestKey
-from specselect._evidence.stats import BootstrapPolicy, PairRatio
 from specselect._evidence.sweeps.point import SweepPoint, clearly_losing
+from specselect.records.evidence.stats import BootstrapPolicy, PairRatio
+from specselect.records.evidence.sweeps import LengthChoice, LengthRow, LengthStatus
 
-__all__ = [
-    "LENGTH_RULE",
-    "LENGTH_SCHEMA_VERSION",
-    "LengthChoice",
-    "LengthRow",
-    "LengthStatus",
-    "choose_length",
-]
-
-LENGTH_SCHEMA_VERSION = 1
-
-LengthStatus = Literal["clear_best", "no_clear_difference", "none_pays", "insufficient_data"]
-
-LENGTH_RULE = (
-    "best = the proposal length with the highest point throughput speedup (ties -> the smaller length). Every "
-    "other length k is compared with the best by a paired cluster bootstrap (items are the clusters) over the "
-    "requests both measured, paired by (item_id, repeat): ratio = mean per-request throughput speedup of k / "
-    "that of the best. k is statistically indistinguishable from the best when that ratio's interval contains "
-    "1.0; no interval (too few items or pairs) -> not assessed, never recommended. The recommended length is "
-    "the SMALLEST length indistinguishable from the best (conservative). Status: best's speedup interval "
-    "entirely below 1.0 -> none_pays (nothing recommended); no other length assessed -> insufficient_data; "
-    "every assessed length indistinguishable -> no_clear_difference; otherwise clear_best."
-)
-
-
-class LengthRow(BaseModel):
-    """One proposal length in the comparison table."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    length: int
-    candidate: str
-    speedup_point: float | None
-    speedup_low: float | None
-    speedup_high: float | None
-    vs_best_point: float | None = None
-    """Mean per-request speedup of this length over the best's, on the shared pairs."""
-    vs_best_low: float | None = None
-    vs_best_high: float | None = None
-    indistinguishable: bool
-    """The vs-best interval contains 1.0 (always true for the best itself)."""
-    is_best: bool = False
-    n_pairs: int = 0
-    """Shared (item_id, repeat) pairs used for the vs-best ratio."""
-    n_clusters: int = 0
-    note: str | None = None
-    """Why the vs-best figures are missing, when they are."""
-
-
-class LengthChoice(BaseModel):
-    """The recommended proposal length for ONE scenario (workload + concurrency), with its evidence."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    schema_version: int = LENGTH_SCHEMA_VERSION
-    workload: str
-    concurrency: int
-    status: LengthStatus
-    recommended_length: int | None
-    recommended_candidate: str | None
-    best_length: int | None
-    best_candidate: str | None
-    per_length: tuple[LengthRow, ...]
-    """Sorted by length."""
-    reason: str
-    rule: str = LENGTH_RULE
-    policy: BootstrapPolicy
+__all__ = ["choose_length"]
 
 
 def _validated(points: Iterable[SweepPoint]) -> list[SweepPoint]:

@@ -13,20 +13,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from specselect._core.decision import DecisionResult
 from specselect._core.status import Decision
-from specselect._evidence.stats import PairRatio, RatioEstimate
+from specselect.records.evidence.stats import PairRatio, RatioEstimate
 
-__all__ = [
-    "EARLY_STOP_RULE",
-    "SweepPoint",
-    "clearly_losing",
-    "early_stop_reason",
-]
-
-EARLY_STOP_RULE = (
-    "a workload's higher concurrency levels are skipped for a candidate once its throughput speedup interval "
-    "lies entirely below 1.0 (interval high < 1.0) at a lower level; a point estimate without an interval "
-    "never triggers it"
-)
+__all__ = ["SweepPoint", "clearly_losing", "early_stop_reason"]
 
 
 class SweepPoint(BaseModel):

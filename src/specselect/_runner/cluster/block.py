@@ -17,13 +17,10 @@ from pathlib import Path
 
 from specselect._admission import Admissions
 from specselect._artifacts.layout import RunLayout
-from specselect._artifacts.results import GroupResult, NodeFacts
-from specselect._assets.refs import ResolvedModel
-from specselect._common.hostfacts import collect_host_info
 from specselect._engines import EngineSetup, create_engine
 from specselect._engines.probing import leased_setup
 from specselect._evidence.pipeline import InMemoryRecords
-from specselect._evidence.prediction import ProposerCost
+from specselect._measure.hostfacts import collect_host_info
 from specselect._plan import LoadedPlan
 from specselect._runner.blocks import Block
 from specselect._runner.context import RunContext
@@ -31,8 +28,12 @@ from specselect._runner.group import GroupInterrupted
 from specselect._runner.launch import launch_group
 from specselect._runner.progress import Progress
 from specselect._runner.schedule_candidate import DerivationInputs
-from specselect._workloads.model import Workload
 from specselect.errors import ConfigError
+from specselect.records.assets import ResolvedModel
+from specselect.records.evidence.prediction import ProposerCost
+from specselect.records.group import GroupResult
+from specselect.records.results import NodeFacts
+from specselect.records.workloads import Workload
 
 __all__ = ["RESULT_DIRS", "BlockDone", "BlockWork", "check_node", "run_block", "run_block_in_scratch"]
 

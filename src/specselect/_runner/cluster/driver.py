@@ -22,7 +22,6 @@ from pathlib import PurePosixPath
 from typing import Protocol
 
 from specselect._artifacts.layout import RunLayout
-from specselect._artifacts.results import GroupResult, Manifest, NodeFacts
 from specselect._common.fileio import atomic_write_bytes
 from specselect._core.status import RunStatus
 from specselect._evidence.pipeline import InMemoryRecords
@@ -32,6 +31,8 @@ from specselect._runner.launch import RunGroups
 from specselect._runner.progress import Progress
 from specselect._runner.resume import keep_records, resumable_group
 from specselect.errors import EngineError
+from specselect.records.group import GroupResult
+from specselect.records.results import Manifest, NodeFacts
 
 __all__ = ["LOST_TWICE", "BlockLeases", "BlockLost", "ClusterRounds"]
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import statistics
 from collections.abc import Mapping, Sequence
 
-from specselect._artifacts.results import ClusterNode, GroupResult, NodeFacts, ScenarioRun
+from specselect.records.group import GroupResult, ScenarioRun
+from specselect.records.results import ClusterNode, NodeFacts
 
 __all__ = ["cluster_nodes"]
 

@@ -9,31 +9,11 @@ import sys
 from pathlib import Path
 
 import psutil
-from pydantic import BaseModel, ConfigDict
 
 import specselect
+from specselect.records.host import HostInfo
 
-__all__ = ["HostInfo", "collect_host_info"]
-
-
-class HostInfo(BaseModel):
-    """The host: OS, Python, CPU, memory and (when present) the NVIDIA driver."""
-
-    model_config = ConfigDict(frozen=True)
-
-    tool_version: str
-    python_version: str
-    python_executable: str
-    os: str
-    kernel: str
-    machine: str
-    cpu_model: str | None
-    logical_cpus: int | None
-    physical_cpus: int | None
-    memory_total_mb: float
-    nvidia_driver: str | None
-    hostname: str | None = None
-    """The host's network name (None in results written before it was recorded)."""
+__all__ = ["collect_host_info"]
 
 
 def _cpu_model() -> str | None:

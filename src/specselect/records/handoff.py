@@ -7,11 +7,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from specselect._artifacts.docbase import ResultsDocument
-from specselect._engines.base import ServeFlags
-from specselect._evidence.acceptance import AcceptanceSpread
-from specselect._evidence.mix import MixEstimate
-from specselect._evidence.sweeps import DerivedSchedule
+from specselect.records.document import ResultsDocument
+from specselect.records.evidence.acceptance import AcceptanceSpread
+from specselect.records.evidence.mix import MixEstimate
+from specselect.records.evidence.sweeps import DerivedSchedule
+from specselect.records.server import ServeFlags
 
 __all__ = [
     "Handoff",

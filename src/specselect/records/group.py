@@ -1,147 +1,30 @@
-"""The versioned result documents of a run (one pydantic model per file under `results/<label>/`).
-
-Every document carries `schema_version`, the tool name and version; renderers read only these.
-"""
+"""`groups/<group>.json`: what a group is (`GroupFacts`), each launch of its server (`ServerLife`, `GroupLaunch`),
+every scenario it measured (`ScenarioRun`) and its parity passes (`ParityPassRun`); written by the runner, read by
+the evidence, the hand-off and the report."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
-from specselect._artifacts.docbase import RESULTS_SCHEMA_VERSION, ResultsDocument
-from specselect._artifacts.handoff.document import (
-    Handoff,
-    HandoffCandidate,
-    HandoffConcurrency,
-    HandoffGroup,
-    HandoffLength,
-    HandoffMix,
-    HandoffMixOption,
-    HandoffScenario,
-    HandoffSegment,
-    HandoffTrack,
-)
-from specselect._assets.refs import ResolvedModel
-from specselect._common.hostfacts import HostInfo
-from specselect._core.gates import AdmissionInput, AdmissionResult
+from specselect._core.gates import AdmissionResult
 from specselect._core.pairing import MemoryFigure
 from specselect._core.status import RunStatus
-from specselect._engines.base import ReleaseCheck, SanityResult, recorded_proposal_length
-from specselect._engines.capabilities import AnyCapabilities
-from specselect._evidence.pipeline import Evidence
-from specselect._evidence.sweeps import DerivedSchedule, DurationEstimate
-from specselect._workloads.model import WorkloadIdentity
+from specselect.records.document import ResultsDocument
 from specselect.records.endpoints import EndpointProbe, TrafficCheck
+from specselect.records.evidence.sweeps import DerivedSchedule
 from specselect.records.host import HostLoad
 from specselect.records.measurement import ScenarioSummary
 from specselect.records.memory import PeakMemory
+from specselect.records.server import LaunchRecord, ReleaseCheck, SanityResult
 from specselect.records.telemetry import SpecTelemetry
+from specselect.records.workloads import WorkloadIdentity
 
-__all__ = [
-    "RESULTS_SCHEMA_VERSION",
-    "AdmissionFile",
-    "AuditFinding",
-    "ClusterFile",
-    "ClusterNode",
-    "EvidenceFile",
-    "GroupFacts",
-    "GroupLaunch",
-    "GroupResult",
-    "Handoff",
-    "HandoffCandidate",
-    "HandoffConcurrency",
-    "HandoffGroup",
-    "HandoffLength",
-    "HandoffMix",
-    "HandoffMixOption",
-    "HandoffScenario",
-    "HandoffSegment",
-    "HandoffTrack",
-    "LaunchRecord",
-    "Manifest",
-    "ManifestGroup",
-    "NodeFacts",
-    "ParityPassRun",
-    "PreflightAttempt",
-    "PreflightFile",
-    "ScenarioRun",
-]
+__all__ = ["GroupFacts", "GroupLaunch", "GroupResult", "GroupRole", "ParityPassRun", "ScenarioRun", "ServerLife"]
+
 
 GroupRole = Literal["baseline", "candidate", "control"]
-
-
-class AuditFinding(BaseModel):
-    """One configuration-audit finding; `error` findings stop the run before anything starts."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    severity: Literal["error", "warning", "info"]
-    code: str
-    message: str
-
-
-class PreflightAttempt(ResultsDocument):
-    """One attempt's preflight: the machine, the engine, the resolved identities and the configuration audit."""
-
-    label: str
-    plan_hash: str
-    host: HostInfo
-    engine_kind: str
-    engine_python: str | None
-    engine: AnyCapabilities | None
-    target: ResolvedModel | None
-    """The default track's resolved target; None for kind "openai" (the endpoints report their identity)."""
-    proposers: dict[str, ResolvedModel | None]
-    """Candidate name -> its resolved proposer (None when it could not be resolved)."""
-    workloads: dict[str, WorkloadIdentity]
-    audit: tuple[AuditFinding, ...]
-    label_existed: bool
-    seconds: float
-    tracks: dict[str, ResolvedModel] = Field(default_factory=dict)
-    """Track (its baseline group's name) -> resolved target, for every track of launched engines."""
-    endpoints: dict[str, EndpointProbe] = Field(default_factory=dict)
-    """Kind "openai": group name -> what its endpoint reported when probed."""
-    changed_environment: tuple[str, ...] = ()
-    """`--resume --allow-changed-environment`: what differed from the kept groups' conditions, one line each."""
-
-
-class PreflightFile(PreflightAttempt):
-    """`preflight.json`: this attempt's preflight and those of the attempts it resumed."""
-
-    earlier_attempts: tuple[PreflightAttempt, ...] = ()
-    """`--resume`: the preflights of the attempts before this one (oldest first), each as it was written."""
-
-
-class AdmissionFile(ResultsDocument):
-    """`admission.json`: the gate inputs and the result for every candidate."""
-
-    results: tuple[AdmissionResult, ...]
-    inputs: dict[str, AdmissionInput]
-
-
-class LaunchRecord(BaseModel):
-    """How a group's server was started (secrets redacted)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    command: tuple[str, ...]
-    speculative_config: dict[str, Any] | None
-    """The engine's own speculative configuration, as it launched (read by nothing above the engines)."""
-    served_model: str
-    base_url: str
-    startup_s: float | None
-    proposal_length: int | None = None
-    """Tokens proposed per verify step as launched, in every engine's terms; None: target-only or the engine's
-    default."""
-
-    @model_validator(mode="before")
-    @classmethod
-    def _stated_by_older_launches(cls, data: Any) -> Any:
-        # Records written before launches stated their proposal length kept it in the engine's config only.
-        if isinstance(data, dict) and "proposal_length" not in data:
-            return {**data, "proposal_length": recorded_proposal_length(data.get("speculative_config"))}
-        return data
 
 
 class ScenarioRun(BaseModel):
@@ -314,88 +197,3 @@ class GroupResult(ResultsDocument, ServerLife, GroupFacts):
     def proposal_length(self) -> int | None:
         """Tokens proposed per verify step as the group launched, if it launched speculating."""
         return self.launch.proposal_length if self.launch is not None else None
-
-
-class NodeFacts(BaseModel):
-    """A cluster node that ran blocks of a run."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    node_id: str
-    """The cluster's id of the node (Ray's node id); "local" for blocks run in the driving process."""
-    hostname: str
-    host: HostInfo
-
-
-class ClusterNode(NodeFacts):
-    """A node with what it ran and how its baseline compares with the other nodes'."""
-
-    launches: int = 0
-    baseline_launches: int = 0
-    baseline_rate_ratio: float | None = None
-    """Its baseline launches' output rate over the median node's, the median over the scenarios both measured;
-    None without a completed baseline scenario on it (or with one node)."""
-    outlier: bool = False
-    """The ratio lies beyond the plan's `baseline_outlier` factor (above it or below its inverse)."""
-
-
-class ClusterFile(ResultsDocument):
-    """results/<label>/cluster.json: the nodes a cluster run's blocks ran on (each launch names its node in
-    `node`); a node whose baseline is an outlier is flagged, not hidden (its pairs stay within it)."""
-
-    backend: Literal["ray"]
-    baseline_outlier: float
-    nodes: dict[str, ClusterNode] = Field(default_factory=dict)
-
-
-class ManifestGroup(BaseModel):
-    """One group's line in the manifest."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    name: str
-    role: GroupRole
-    family: str
-    run_status: RunStatus
-    reason: str
-    complete: bool
-    summary: str | None = None
-    summary_sha256: str | None = None
-    log: str | None = None
-    records: tuple[str, ...] = ()
-    track: str | None = None
-    parity_records: tuple[str, ...] = ()
-
-
-class Manifest(ResultsDocument):
-    """`manifest.json`: the plan, its hash, versions and every group with its status and files."""
-
-    label: str
-    status: Literal["running", "complete", "interrupted"]
-    created_at: str
-    updated_at: str
-    command: tuple[str, ...]
-    plan_source: str
-    plan_hash: str
-    plan: dict[str, Any]
-    engine_kind: str
-    engine_version: str | None
-    target_ref: str
-    target_snapshot: str | None
-    groups: tuple[ManifestGroup, ...]
-    files: dict[str, str] = Field(default_factory=dict)
-    """Relative path -> sha256 of every result file written so far (verified by `specselect verify`)."""
-    budget: DurationEstimate | None = None
-    """A sweep's expected duration for the groups after the baseline, stated before they ran."""
-    sequential_stop: str | None = None
-    """Why the rounds after a look were left out while pairs were still open (`[run] sequential_budget_s`)."""
-
-
-class EvidenceFile(ResultsDocument, Evidence):
-    """`evidence.json`: the pipeline's `Evidence` (every candidate x scenario, the policy applied, a verdict per
-    candidate, sweeps, controls, the rounds' state) with the results header."""
-
-    @classmethod
-    def of(cls, evidence: Evidence) -> EvidenceFile:
-        """The document of the pipeline's evidence."""
-        return cls(**{name: getattr(evidence, name) for name in Evidence.model_fields})
