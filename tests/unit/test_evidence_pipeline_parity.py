@@ -143,6 +143,17 @@ def test_other_traffic_makes_comparable_evidence_incomplete_with_the_reason() ->
     assert ev.policy.contamination_rule == CONTAMINATION_RULE
 
 
+def test_other_traffic_keeps_the_quality_verdict_since_outputs_do_not_depend_on_it() -> None:
+    _, clean = run(TOKENS, traffic=_traffic("clean"))
+    _, busy = run(TOKENS, traffic=_traffic("contaminated"))
+    assert busy.evidence.throughput_speedup is None and clean.evidence.throughput_speedup is not None
+    assert (busy.evidence.quality_ok, busy.evidence.quality_check) == (True, "exact_output")
+    assert (busy.evidence.quality_ok, busy.evidence.quality_check) == (
+        clean.evidence.quality_ok,
+        clean.evidence.quality_check,
+    )
+
+
 def test_a_clean_traffic_check_changes_nothing() -> None:
     ev, entry = run(TOKENS, traffic=_traffic("clean"))
     assert entry.evidence.evidence_status.value == "comparable" and entry.contamination == ()

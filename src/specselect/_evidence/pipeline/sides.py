@@ -135,4 +135,7 @@ def untrusted(evidence: PairEvidence, reasons: Sequence[str]) -> PairEvidence:
             dict.fromkeys((*evidence.missing_detail, *(f"{side}.{MISSING_UNCONTAMINATED}" for side in sides)))
         ),
         candidate_run_status=evidence.candidate_run_status,
+        # Outputs do not depend on other traffic: how quality was judged, and its verdict, stay.
+        quality_ok=evidence.quality_ok,
+        quality_check=evidence.quality_check,
     )
