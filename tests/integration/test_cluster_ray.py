@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -69,12 +70,15 @@ def cluster_fixture() -> Iterator[Cluster]:
     cluster.shutdown()
 
 
-def cluster_plan(run: FakeRun, address: str, *, rounds: int = 3, token_delay: float = 0.0) -> Path:
+def cluster_plan(
+    run: FakeRun, address: str, *, rounds: int = 3, token_delay: float = 0.0, per_block: int | None = None
+) -> Path:
     """Two tracks (g1, g2 on the model; g3 on another), `rounds` rounds, one slot per block, on the cluster at
-    `address`."""
+    `address`; with `per_block`, that many candidates per block."""
     slow = ("--fake-token-delay", str(token_delay)) if token_delay else ()
     g3 = {**ngram("g3", *slow), "target": {"model": str(run.python.parents[2] / OTHER_MODEL)}}
-    text = plan_text(run.python, candidates=[ngram("g1", *slow), ngram("g2", *slow), g3], run={"rounds": rounds})
+    design: dict[str, Any] = {"rounds": rounds} | ({"candidates_per_block": per_block} if per_block else {})
+    text = plan_text(run.python, candidates=[ngram("g1", *slow), ngram("g2", *slow), g3], run=design)
     text += f'\n[cluster]\nbackend = "ray"\naddress = "{address}"\n\n[cluster.resources_per_group]\nslot = 1\n'
     path = run.dir / "plan.toml"
     path.write_text(text)
@@ -131,6 +135,39 @@ def test_a_plan_fans_out_over_the_nodes_pairing_within_each_node(fake_run: FakeR
     written = EvidenceFile.model_validate_json((root / "evidence.json").read_text())
     local = _local_evidence(root)
     assert written.model_dump(include=set(Evidence.model_fields)) == local.model_dump()
+    assert fake_run.cli("verify", str(root)).returncode == 0
+
+
+def _launches(group: dict[str, Any]) -> list[tuple[str, datetime, datetime]]:
+    """Each launch of a group: its node, start and end."""
+    lives = [group, *group["relaunches"]]
+    return [
+        (life["node"], datetime.fromisoformat(life["started_at"]), datetime.fromisoformat(life["finished_at"]))
+        for life in lives
+    ]
+
+
+def test_a_tracks_candidates_split_into_blocks_run_at_once_each_paired_with_its_own_baseline_launch(
+    fake_run: FakeRun, cluster: Cluster
+) -> None:
+    cluster_plan(fake_run, cluster.address, rounds=2, token_delay=0.02, per_block=1)
+    done = fake_run.cli("run", "plan.toml", "--json", timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    root = fake_run.results / "faults"
+    groups = _groups(root)
+    tracks = {"g1": "g0_target_only", "g2": "g0_target_only.block2", "g3": "g0_target_only@other-model"}
+    assert set(groups) == {*tracks, *tracks.values()}
+    assert all(g["run_status"] == "completed" for g in groups.values())
+    for member, track in tracks.items():
+        assert groups[member]["track"] == track and groups[track]["role"] == "baseline"
+        assert _nodes(groups[member]) == _nodes(groups[track])  # each block on one node, its own baseline in it
+    baselines = [launch for track in tracks.values() for launch in _launches(groups[track])]
+    assert any(
+        a[0] != b[0] and a[1] < b[2] and b[1] < a[2] for a in baselines for b in baselines
+    )  # blocks of one round ran at once, on different nodes
+    written = EvidenceFile.model_validate_json((root / "evidence.json").read_text())
+    assert {e.candidate: e.track for e in written.entries} == tracks
+    assert written.model_dump(include=set(Evidence.model_fields)) == _local_evidence(root).model_dump()
     assert fake_run.cli("verify", str(root)).returncode == 0
 
 

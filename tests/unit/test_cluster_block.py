@@ -20,7 +20,7 @@ from specselect.errors import ConfigError
 def _work(python: Path) -> BlockWork:
     none: Any = None
     return BlockWork(
-        block=Block("g0_target_only", 0, 0, ("g0_target_only",)),
+        block=Block("g0_target_only", 0, ("g0_target_only",)),
         loaded=_load({}),
         label="t",
         setup=EngineSetup(kind="vllm", python=python),

@@ -37,13 +37,10 @@ def test_blocks_hold_every_launch_of_the_round_once() -> None:
 
 
 def test_split_candidates_get_their_own_baseline_launch() -> None:
-    plan = _plan("a", "b", "c")
-    blocks = round_blocks(plan, ["a", "b", "c"], 0, members_per_block=2)
-    assert [(b.part, b.launches) for b in blocks] == [
-        (0, ("g0_target_only", "a", "b")),
-        (1, ("g0_target_only", "c")),
-    ]
-    assert all(b.baseline == "g0_target_only" for b in blocks)
+    plan = _load({"run": {"candidates_per_block": 2}, "candidates": [{"name": n, "family": "ngram"} for n in "abc"]})
+    blocks = round_blocks(plan.plan, ["a", "b", "c"], 1)
+    assert [b.launches for b in blocks] == [("b", "a", "g0_target_only"), ("c", "g0_target_only.block2")]
+    assert [b.baseline for b in blocks] == ["g0_target_only", "g0_target_only.block2"]
 
 
 def test_a_track_whose_candidates_stopped_has_no_block() -> None:
@@ -57,7 +54,7 @@ def test_a_wave_is_its_rounds_blocks() -> None:
 
 
 def _costs(*seconds: float) -> tuple[list[Block], dict[Block, float]]:
-    blocks = [Block("t", index, 0, ("t", "a")) for index in range(len(seconds))]
+    blocks = [Block("t", index, ("t", "a")) for index in range(len(seconds))]
     return blocks, dict(zip(blocks, seconds, strict=True))
 
 

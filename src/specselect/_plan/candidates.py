@@ -19,6 +19,7 @@ from pydantic import (
     model_serializer,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
 
 from specselect._core.families import AssetKind, UnknownFamilyError, classify_family, normalize_family_name
 from specselect._plan.overrides import EndpointConfig, TargetOverride
@@ -37,10 +38,13 @@ from specselect._plan.sections import PlanSection
 from specselect._plan.sweep import MAX_SUB_CANDIDATES, SweepOrigin
 from specselect.records.proposals import LENGTH_AXIS
 
-__all__ = ["CONTROL_SUFFIX", "REFUSED_OPTION_KEYS", "Candidate", "check_options"]
+__all__ = ["BLOCK_SUFFIX", "CONTROL_SUFFIX", "REFUSED_OPTION_KEYS", "Candidate", "block_of_error", "check_options"]
 
 CONTROL_SUFFIX = ".aa"
 """An A/A control's name: its baseline's name and this suffix."""
+
+BLOCK_SUFFIX = ".block"
+"""A block baseline's name: its track baseline's name, this suffix and the block's number (2, 3, ...)."""
 
 REFUSED_OPTION_KEYS: Mapping[str, str] = MappingProxyType(
     {
@@ -72,6 +76,15 @@ def _check_option_value(key: str, value: Any, depth: int = 0) -> None:
     elif isinstance(value, dict):
         for item in value.values():
             _check_option_value(key, item, depth + 1)
+
+
+def block_of_error(field: str | tuple[str | int, ...] = "block_of") -> PydanticCustomError:
+    """A plan that declares a block's baseline itself."""
+    return rule_error(
+        "a block's baseline is written by specselect for [run] candidates_per_block",
+        "remove block_of (set candidates_per_block in [run] to split the candidates into blocks)",
+        field=field,
+    )
 
 
 def check_options(options: dict[str, Any]) -> dict[str, Any]:
@@ -200,12 +213,17 @@ class Candidate(PlanSection):
         description="written by specselect for [run] aa_control = true: this group runs the baseline NAME's own "
         "configuration next to it in every round and is judged as if it were a candidate (an A/A control)",
     )
+    block_of: NameStr | None = Field(
+        default=None,
+        description="written by specselect for [run] candidates_per_block: this group is the baseline NAME's "
+        "configuration launched again for another block of that track's candidates, which are paired with it",
+    )
 
     @model_serializer(mode="wrap")
     def _omit_no_sweep(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         # Plans without sweeps or schedules keep the dump, and so the plan hash, they had before those existed.
         data: dict[str, Any] = handler(self)
-        for name in ("sweep", "schedule_of", "control_of"):
+        for name in ("sweep", "schedule_of", "control_of", "block_of"):
             if getattr(self, name) is None:
                 data.pop(name, None)
         return data
@@ -258,6 +276,13 @@ class Candidate(PlanSection):
         except InvalidVersion:
             raise rule_error(f"{value[:60]!r} is not a PEP 440 version", 'write a version such as "0.11.0"') from None
         return value
+
+    @model_validator(mode="after")
+    def _written_block_baseline(self) -> Candidate:
+        # Before `_roles`: a declared block_of would otherwise read as a misnamed baseline.
+        if self.block_of is not None and not self.name.startswith(f"{self.block_of}{BLOCK_SUFFIX}"):
+            raise block_of_error()
+        return self
 
     @model_validator(mode="after")
     def _roles(self) -> Candidate:
@@ -359,8 +384,8 @@ class Candidate(PlanSection):
 
     @property
     def is_baseline(self) -> bool:
-        """True for a target-only baseline group (the default one or a track's)."""
-        return self.name == BASELINE_GROUP or self.is_track_baseline
+        """True for a target-only baseline group (the default one, a track's, or a block's)."""
+        return self.name == BASELINE_GROUP or self.is_track_baseline or self.block_of is not None
 
     @property
     def is_track_baseline(self) -> bool:
@@ -386,6 +411,11 @@ class Candidate(PlanSection):
             control_of=baseline.name,
             target=baseline.target,
         )
+
+    def for_block(self, number: int) -> Candidate:
+        """This baseline launched again for block `number` (2, 3, ...) of its track: `<baseline>.block<number>`,
+        the same configuration under its own name (`[run] candidates_per_block`)."""
+        return self.model_copy(update={"name": f"{self.name}{BLOCK_SUFFIX}{number}", "block_of": self.name})
 
     @classmethod
     def implicit_baseline(cls) -> Candidate:

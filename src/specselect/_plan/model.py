@@ -16,7 +16,7 @@ from pydantic import (
 )
 
 from specselect._common.canonical import canonical_json, canonical_sha256
-from specselect._plan.candidates import Candidate
+from specselect._plan.candidates import Candidate, block_of_error
 from specselect._plan.cluster import ClusterConfig
 from specselect._plan.expand import declared_index, validate_candidates
 from specselect._plan.overrides import effective_target
@@ -30,7 +30,7 @@ from specselect._plan.sections import (
     TargetConfig,
     ThresholdsConfig,
 )
-from specselect._plan.tracks import Track, compute_tracks, target_key
+from specselect._plan.tracks import Track, compute_tracks, split_into_blocks, target_key
 from specselect._plan.traffic import TrafficConfig, check_traffic
 from specselect._plan.workloads import WorkloadsTable, check_workloads
 from specselect._workloads.sample import WorkloadSample
@@ -126,6 +126,7 @@ class Plan(PlanSection):
                     field=where,
                 )
             seen[key] = index
+        self._check_blocks()
         for track in self.tracks:
             if track.declared and not track.is_default and not track.members:
                 index = declared_index(self.candidates, self.candidates.index(track.baseline))
@@ -135,6 +136,27 @@ class Plan(PlanSection):
                     field=("candidates", index, "name"),
                 )
         return self
+
+    def _check_blocks(self) -> None:
+        for index, cand in enumerate(self.candidates):
+            if cand.block_of is not None:
+                raise block_of_error(("candidates", declared_index(self.candidates, index), "block_of"))
+        if self.run.candidates_per_block is None:
+            return
+        if not self.engine.launches_servers:
+            raise rule_error(
+                f"kind = '{self.engine.kind}' measures servers you run: it cannot launch a baseline per block",
+                "remove candidates_per_block",
+                field=("run", "candidates_per_block"),
+            )
+        names = {c.name for c in self.candidates}
+        for track in self.tracks:
+            if track.baseline.block_of is not None and track.name in names:
+                raise rule_error(
+                    f"{track.name} is the name of the baseline of a block of {track.baseline.block_of}",
+                    "rename that candidate",
+                    field="candidates",
+                )
 
     @model_validator(mode="after")
     def _mix_and_schedules(self) -> Plan:
@@ -214,7 +236,8 @@ class Plan(PlanSection):
     def tracks(self) -> tuple[Track, ...]:
         """Every target with its baseline (the default `[target]` first), A/A controls first among its members;
         see `specselect._plan.tracks`."""
-        return compute_tracks(self.target, (*self.controls, *self.candidates))
+        tracks = compute_tracks(self.target, (*self.controls, *self.candidates))
+        return split_into_blocks(tracks, self.candidates, self.run.candidates_per_block)
 
     def track_of(self, name: str) -> Track:
         """The track of the group called `name` (a baseline is on its own track); KeyError if there is none."""

@@ -323,6 +323,13 @@ class RunConfig(PlanSection):
         "baseline, and judge it as if it were a candidate (an A/A control): its interval should contain 1.0, it "
         "must not be accepted, and its rounds add degrees of freedom to the run's pooled variance",
     )
+    candidates_per_block: Annotated[int, Strict(), Field(ge=1, le=10_000)] | None = Field(
+        default=None,
+        description="split each track's candidates, in plan order, into blocks of at most this many, each paired "
+        "with its own launch of the baseline (`<baseline>.block2`, ...) in every round: on a cluster the blocks "
+        "run at once on different nodes; here they keep each candidate close in time to its baseline. A swept "
+        "entry's sub-candidates and its schedule stay in one block; unset: one block per track",
+    )
     sequential_budget_s: Seconds | None = Field(
         default=None,
         description="with looks: the rounds after a look start only while the run's time so far plus their "
@@ -354,7 +361,14 @@ class RunConfig(PlanSection):
     @model_serializer(mode="wrap")
     def _omit_new_defaults(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         return _omit_at_default(
-            handler(self), {"early_stop": True, "looks": (), "aa_control": False, "sequential_budget_s": None}
+            handler(self),
+            {
+                "early_stop": True,
+                "looks": (),
+                "aa_control": False,
+                "candidates_per_block": None,
+                "sequential_budget_s": None,
+            },
         )
 
     @model_validator(mode="before")

@@ -11,10 +11,17 @@ is a track whose baseline is
 
 Names depend only on the targets, so they are stable across runs of the same plan. Only within-pair
 ratios (candidate / its own track's baseline) may be compared across tracks, never raw latencies.
+
+With `[run] candidates_per_block` a track's candidates are split into blocks, each a track of its own: the
+first keeps the track's baseline, block k (2, 3, ...) gets that baseline's configuration launched again as
+`<baseline>.block<k>`. Blocks are filled in plan order with whole entries (an A/A control, a candidate, or a
+swept entry's sub-candidates with its schedule, since the schedule is derived from them), an entry larger than
+a block getting one of its own.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
 from collections.abc import Sequence
@@ -26,7 +33,7 @@ from specselect._plan.overrides import TargetOverride, effective_target
 from specselect._plan.rules import BASELINE_FAMILY, BASELINE_GROUP, TRACK_SEPARATOR
 from specselect._plan.sections import TargetConfig
 
-__all__ = ["Track", "compute_tracks", "target_key", "track_slug"]
+__all__ = ["Track", "compute_tracks", "split_into_blocks", "target_key", "track_slug"]
 
 _SLUG_BAD = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -108,4 +115,43 @@ def compute_tracks(default: TargetConfig, candidates: Sequence[Candidate]) -> tu
             override = TargetOverride.model_validate(targets[key].model_dump(exclude_none=True))
             base = Candidate(name=name, family=BASELINE_FAMILY, target=override)
             out.append(Track(name, targets[key], base, False, tuple(names)))
+    return tuple(out)
+
+
+def _entries(members: Sequence[str], by_name: dict[str, Candidate]) -> list[list[str]]:
+    """`members` grouped by the plan entry they come from, in order of first appearance."""
+    entries: dict[str, list[str]] = {}
+    for name in members:
+        cand = by_name.get(name)
+        sweep = cand.sweep.parent if cand is not None and cand.sweep is not None else None
+        entry = sweep or (cand.schedule_of if cand is not None else None) or name
+        entries.setdefault(entry, []).append(name)
+    return list(entries.values())
+
+
+def _blocks(entries: Sequence[list[str]], per_block: int) -> list[list[str]]:
+    blocks: list[list[str]] = []
+    for entry in entries:
+        if blocks and len(blocks[-1]) + len(entry) <= per_block:
+            blocks[-1].extend(entry)
+        else:
+            blocks.append(list(entry))
+    return blocks
+
+
+def split_into_blocks(
+    tracks: Sequence[Track], candidates: Sequence[Candidate], per_block: int | None
+) -> tuple[Track, ...]:
+    """Every track as its blocks of at most `per_block` candidates (see the module docstring); unchanged when
+    `per_block` is None or a track's candidates fit in one block."""
+    if per_block is None:
+        return tuple(tracks)
+    by_name = {c.name: c for c in candidates}
+    out: list[Track] = []
+    for track in tracks:
+        blocks = _blocks(_entries(track.members, by_name), per_block) or [[]]
+        out.append(dataclasses.replace(track, members=tuple(blocks[0])))
+        for number, members in enumerate(blocks[1:], start=2):
+            baseline = track.baseline.for_block(number)
+            out.append(Track(baseline.name, track.target, baseline, False, tuple(members)))
     return tuple(out)

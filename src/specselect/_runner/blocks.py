@@ -2,9 +2,9 @@
 
 A block is the launches one node runs back to back: a track's baseline and the candidates paired with it, in one
 round, in the round's order (`evidence.rounds.design`). Every candidate launch is paired with the baseline launch
-of its own block, so raw rates are only ever compared within one node. With `members_per_block` a track's
-candidates are split over several blocks per round, each with its own baseline launch: more blocks run at once,
-at the price of one more baseline launch per extra block.
+of its own block, so raw rates are only ever compared within one node. With `[run] candidates_per_block` a
+track's candidates are split over several tracks (`specselect._plan.tracks`), each with its own baseline launch:
+more blocks run at once, at the price of one more baseline launch per extra block.
 
 Blocks between two looks are independent of each other, so they form a wave that runs in parallel; the next
 wave starts after the look (the evidence decides who runs on). Round 0 is a wave of its own: a candidate's later
@@ -22,7 +22,7 @@ import heapq
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from specselect._evidence.rounds.design import TrackRound, block_order
+from specselect._evidence.rounds.design import block_order
 from specselect._plan import Plan
 from specselect._runner.rounds import track_rounds
 
@@ -35,8 +35,6 @@ class Block:
 
     track: str
     round: int
-    part: int
-    """Which of the track's blocks in this round (0 unless its candidates are split)."""
     launches: tuple[str, ...]
 
     @property
@@ -44,40 +42,21 @@ class Block:
         return self.track
 
 
-def _parts(track: TrackRound, per_block: int | None) -> list[TrackRound]:
-    if per_block is None or len(track.members) <= per_block:
-        return [track]
-    return [
-        TrackRound(baseline=track.baseline, members=track.members[i : i + per_block])
-        for i in range(0, len(track.members), per_block)
-    ]
-
-
-def round_blocks(
-    plan: Plan, active: Sequence[str], index: int, *, members_per_block: int | None = None, keep_empty: bool = False
-) -> tuple[Block, ...]:
+def round_blocks(plan: Plan, active: Sequence[str], index: int, *, keep_empty: bool = False) -> tuple[Block, ...]:
     """Round `index`'s blocks for the `active` candidates: per track, its baseline then its members (reversed in
     odd rounds, as in `round_order`); a track without an active member has none unless `keep_empty` (round 0
     records every baseline)."""
     blocks: list[Block] = []
     for track in track_rounds(plan, active):
-        if not track.members and not keep_empty:
-            continue
-        for part, chunk in enumerate(_parts(track, members_per_block)):
-            order = block_order(chunk)
-            blocks.append(Block(track.baseline, index, part, order if index % 2 == 0 else order[::-1]))
+        if track.members or keep_empty:
+            order = block_order(track)
+            blocks.append(Block(track.baseline, index, order if index % 2 == 0 else order[::-1]))
     return tuple(blocks)
 
 
-def wave_blocks(
-    plan: Plan, active: Sequence[str], start: int, end: int, *, members_per_block: int | None = None
-) -> tuple[Block, ...]:
+def wave_blocks(plan: Plan, active: Sequence[str], start: int, end: int) -> tuple[Block, ...]:
     """The blocks of rounds `start` .. `end` - 1: one wave, none depending on another."""
-    return tuple(
-        block
-        for index in range(start, end)
-        for block in round_blocks(plan, active, index, members_per_block=members_per_block)
-    )
+    return tuple(block for index in range(start, end) for block in round_blocks(plan, active, index))
 
 
 @dataclass(frozen=True)
@@ -119,7 +98,7 @@ def place(blocks: Sequence[Block], cost_s: Callable[[Block], float], slots: int)
         raise ValueError(f"slots must be at least 1, got {slots}")
     free: list[tuple[float, int]] = [(0.0, slot) for slot in range(slots)]
     placements: list[Placement] = []
-    for block in sorted(blocks, key=lambda b: (-cost_s(b), b.track, b.round, b.part)):
+    for block in sorted(blocks, key=lambda b: (-cost_s(b), b.track, b.round)):
         start, slot = heapq.heappop(free)
         end = start + cost_s(block)
         placements.append(Placement(block, slot, start, end))

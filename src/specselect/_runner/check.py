@@ -211,6 +211,7 @@ def reduced_plan(loaded: LoadedPlan, recorded: Recorded, repeats: int, rounds: i
             "repeats": repeats,
             "rounds": rounds or plan.run.rounds,
             "looks": [],
+            "candidates_per_block": None,
             "sequential_budget_s": None,
             "parity_pass": "off",
             "early_stop": False,

@@ -17,7 +17,7 @@ from specselect._assets.refs import resolve_model
 from specselect._engines import Engine, EngineSetup, create_engine
 from specselect._engines.base import Finding
 from specselect._measure.hostfacts import collect_host_info
-from specselect._plan import BASELINE_GROUP, LoadedPlan, Plan, load_plan
+from specselect._plan import BASELINE_GROUP, LoadedPlan, Plan, Track, load_plan
 from specselect._plan.workloads import workload_source
 from specselect._runner.cluster.requirements import cluster_problems
 from specselect._runner.progress import Progress
@@ -93,15 +93,7 @@ def _plan_findings(loaded: LoadedPlan, workloads: Mapping[str, Workload]) -> lis
         for name in _key_envs(loaded)
         if not os.environ.get(name)
     ]
-    found.extend(
-        (
-            "info",
-            "track",
-            f"{', '.join(track.members)} run on {track.target.model}: paired with their own baseline {track.name}; "
-            "only within-pair ratios compare across tracks",
-        )
-        for track in plan.tracks[1:]
-    )
+    found.extend(_track_line(track) for track in plan.tracks[1:])
     if plan.sampling.sampled:
         items = {name: len(w.items) for name, w in workloads.items()} or None
         found.append(("info", "distribution_test", distribution_test_cost(plan, items)))
@@ -165,11 +157,28 @@ def audit_plan(
     ]
 
 
+def _track_line(track: Track) -> Finding:
+    members = ", ".join(track.members)
+    if track.baseline.block_of is not None:
+        line = f"{members}: a block of {track.baseline.block_of}'s candidates, paired with their own baseline launch "
+        return ("info", "block", f"{line}{track.name} in every round; only within-pair ratios compare across blocks")
+    return (
+        "info",
+        "track",
+        f"{members} run on {track.target.model}: paired with their own baseline {track.name}; "
+        "only within-pair ratios compare across tracks",
+    )
+
+
 def _resolve_targets(
     loaded: LoadedPlan, setup: EngineSetup, home: Path | None, progress: Progress, *, verify_weights: bool
 ) -> dict[str, ResolvedModel]:
     targets: dict[str, ResolvedModel] = {}
     for track in loaded.plan.tracks:
+        if track.baseline.block_of is not None:
+            # A block's baseline runs its track's target: resolved (and hashed) once.
+            targets[track.name] = targets[track.baseline.block_of]
+            continue
         progress.info(f"target{'' if track.is_default else f' of {track.name}'}: {track.target.model}")
         resolved = resolve_model(
             loaded.resolve_model_ref(track.target.model),

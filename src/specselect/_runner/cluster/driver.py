@@ -189,8 +189,7 @@ class ClusterRounds:
 
 
 def _name(block: Block) -> str:
-    part = f".{block.part}" if block.part else ""
-    return f"{block.track}@round{block.round + 1}{part}"
+    return f"{block.track}@round{block.round + 1}"
 
 
 def _on_node(group: GroupResult, index: int, node: str) -> GroupResult:
