@@ -8,6 +8,7 @@ from specselect._measure.hostfacts import collect_host_info
 from specselect._runner.cluster.nodes import cluster_nodes
 from specselect.records.group import GroupLaunch, GroupResult, ScenarioRun
 from specselect.records.results import NodeFacts
+from specselect.records.server import LaunchRecord
 
 HOST = collect_host_info()
 
@@ -17,13 +18,16 @@ def _run(launch: int, rate: float, scenario: str = "w-c1") -> ScenarioRun:
     return ScenarioRun.model_construct(scenario=scenario, status="completed", summary=summary, launch=launch)
 
 
+STARTED = LaunchRecord.model_construct()
+
+
 def _group(name: str, role: str, nodes: list[str], rates: list[float]) -> GroupResult:
     later = tuple(
-        GroupLaunch.model_construct(index=i, node=nodes[i], scenarios=(_run(i, rates[i]),))
+        GroupLaunch.model_construct(index=i, node=nodes[i], scenarios=(_run(i, rates[i]),), launch=STARTED)
         for i in range(1, len(nodes))
     )
     return GroupResult.model_construct(
-        group=name, role=role, node=nodes[0], scenarios=(_run(0, rates[0]),), relaunches=later
+        group=name, role=role, node=nodes[0], scenarios=(_run(0, rates[0]),), relaunches=later, launch=STARTED
     )
 
 
@@ -51,3 +55,11 @@ def test_one_node_has_nothing_to_be_compared_with() -> None:
     groups = [_group("base", "baseline", ["a", "a"], [20.0, 10.0])]
     (only,) = cluster_nodes(groups, _facts("a"), outlier=1.25).values()
     assert (only.launches, only.baseline_rate_ratio, only.outlier) == (2, None, False)
+
+
+def test_a_group_whose_block_launched_nothing_is_no_launch_of_its_node() -> None:
+    ran = _group("base", "baseline", ["a", "a"], [20.0, 21.0])
+    skipped = GroupResult.model_construct(group="base.block2", role="baseline", node="a", scenarios=(), relaunches=())
+    refused = GroupResult.model_construct(group="g2", role="candidate", node="a", scenarios=(), relaunches=())
+    (only,) = cluster_nodes([ran, skipped, refused], _facts("a"), outlier=1.25).values()
+    assert (only.launches, only.baseline_launches) == (2, 2)

@@ -13,7 +13,10 @@ __all__ = ["cluster_nodes"]
 
 
 def _launch_nodes(group: GroupResult) -> dict[int, str | None]:
-    return {0: group.node, **{r.index: r.node for r in group.relaunches}}
+    """Launch index -> its node, for the launches that started a server (a skipped or refused group's block ran
+    on a node too, but launched nothing there)."""
+    lives = ((0, group), *((r.index, r) for r in group.relaunches))
+    return {index: life.node for index, life in lives if life.launch is not None}
 
 
 def _baseline_rates(groups: Sequence[GroupResult]) -> dict[tuple[str, str], list[float]]:
