@@ -28,6 +28,13 @@ def test_validate_ok_prints_one_line_with_the_hash(capsys: pytest.CaptureFixture
     )
 
 
+def test_validate_counts_every_baseline_a_plan_launches(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    text = builtin_plan_text("cpu-smoke").replace("\n[run]\n", "\n[run]\ncandidates_per_block = 2\n", 1)
+    (tmp_path / "p.toml").write_text(text, encoding="utf-8")
+    code, out, _ = run_cli(capsys, "validate", str(tmp_path / "p.toml"))
+    assert code == 0 and ": 3 baselines + 6 candidates, 2 workloads, " in out
+
+
 def test_validate_bad_plan_exits_2_with_one_line_per_problem(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

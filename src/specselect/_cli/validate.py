@@ -26,8 +26,10 @@ def run(args: argparse.Namespace) -> int:
     loaded = validate_plan(args.plan)
     plan = loaded.plan
     candidates = sum(not g.is_baseline for g in plan.groups)
+    baselines = len(plan.groups) - candidates  # tracks and blocks each have their own
     print(
-        f"OK {loaded.source}: plan {plan.label!r} is valid: baseline + {candidates} "
+        f"OK {loaded.source}: plan {plan.label!r} is valid: "
+        f"{'baseline' if baselines == 1 else f'{baselines} baselines'} + {candidates} "
         f"candidate{'s' if candidates != 1 else ''}, {len(plan.workloads)} "
         f"workload{'s' if len(plan.workloads) != 1 else ''}, plan_hash {loaded.plan_hash}"
     )
