@@ -18,14 +18,20 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, s
     return code, out, err
 
 
-def test_validate_ok_prints_one_line_with_the_hash(capsys: pytest.CaptureFixture[str]) -> None:
+def test_validate_ok_prints_the_hash_then_what_the_plan_will_cost(capsys: pytest.CaptureFixture[str]) -> None:
     plan_hash = load_plan("builtin:cpu-smoke").plan_hash
-    assert run_cli(capsys, "validate", "builtin:cpu-smoke") == (
-        0,
+    code, out, err = run_cli(capsys, "validate", "builtin:cpu-smoke")
+    lines = out.splitlines()
+    assert (code, err) == (0, "")
+    assert lines[0] == (
         "OK builtin:cpu-smoke: plan 'cpu-smoke' is valid: baseline + 6 candidates, 2 workloads, "
-        f"plan_hash {plan_hash}\n",
-        "",
+        f"plan_hash {plan_hash}"
     )
+    # 7 groups x 3 rounds by the first look, x 4 by the last; CPU-hours from this machine's figures.
+    assert lines[1].startswith("cost: 21 server starts by the first look, up to 28 if every candidate runs to")
+    assert lines[2].startswith("cost: ~0.40 CPU-hours estimated (up to ~0.54) on this machine's CPUs: one launch")
+    assert lines[3].startswith("cost: estimates from typical figures, not measurements: measured on specselect's")
+    assert len(lines) == 4  # a builtin target is fetched by nobody: no disk line
 
 
 def test_validate_counts_every_baseline_a_plan_launches(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

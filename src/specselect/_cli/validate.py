@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from specselect._runner.cost import plan_cost_lines
 from specselect._runner.preflight import distribution_test_cost, validate_plan
 
 __all__ = ["register", "run"]
@@ -13,9 +14,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     """Add the `validate` command."""
     parser = subparsers.add_parser(
         "validate",
-        help="check a plan and print its hash",
-        description="Validate a plan without running anything. Exit 0 and one OK line, "
-        "or exit 2 with one line per problem.",
+        help="check a plan and print its hash and what it will cost",
+        description="Validate a plan without running anything. Exit 0 with an OK line and the estimated "
+        "cost (server starts, GPU- or CPU-hours, disk for models to fetch), or exit 2 with one line per problem.",
     )
     parser.add_argument("plan", metavar="PLAN", help="a plan file (.toml) or builtin:NAME")
     parser.set_defaults(handler=run)
@@ -35,4 +36,6 @@ def run(args: argparse.Namespace) -> int:
     )
     if plan.sampling.sampled:
         print(distribution_test_cost(plan))
+    for line in plan_cost_lines(loaded):
+        print(line)
     return 0
