@@ -101,7 +101,14 @@ def test_validate_toml_error_names_line(capsys: pytest.CaptureFixture[str], tmp_
 def test_plan_list(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run_cli(capsys, "plan", "list")
     assert (code, err) == (0, "")
-    assert "builtin:cpu-smoke    CPU smoke test:" in out.splitlines()[3]  # sorted: cpu-aa, -draft, -sampled, -smoke
+    lines = out.splitlines()
+    assert "builtin:cpu-smoke           CPU smoke test:" in lines[3]  # sorted: cpu-aa, -draft, -sampled, -smoke
+    # The GPU recipes a user copies to a GPU box are listed after the CPU plans.
+    assert [line.split()[0] for line in lines[5:]] == [
+        "builtin:gpu-coder-draft",
+        "builtin:gpu-llama8b-eagle3",
+        "builtin:gpu-mtp",
+    ]
 
 
 def test_plan_show_prints_the_toml_verbatim(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -110,7 +117,8 @@ def test_plan_show_prints_the_toml_verbatim(capsys: pytest.CaptureFixture[str], 
     assert out == builtin_plan_text("cpu-smoke")
     copy = tmp_path / "mine.toml"
     copy.write_text(out, encoding="utf-8")
-    assert run_cli(capsys, "validate", str(copy))[1].endswith(f"plan_hash {load_plan('builtin:cpu-smoke').plan_hash}\n")
+    first = run_cli(capsys, "validate", str(copy))[1].splitlines()[0]
+    assert first.endswith(f"plan_hash {load_plan('builtin:cpu-smoke').plan_hash}")
 
 
 def test_plan_show_unknown_builtin(capsys: pytest.CaptureFixture[str]) -> None:
@@ -119,7 +127,7 @@ def test_plan_show_unknown_builtin(capsys: pytest.CaptureFixture[str]) -> None:
     assert err == (
         "specselect: error: builtin:nope: no built-in plan 'nope' "
         "(fix: use one of: builtin:cpu-aa, builtin:cpu-draft, builtin:cpu-sampled, builtin:cpu-smoke, "
-        "builtin:cpu-sweep "
+        "builtin:cpu-sweep, builtin:gpu-coder-draft, builtin:gpu-llama8b-eagle3, builtin:gpu-mtp "
         "(see `specselect plan list`))\n"
     )
 
