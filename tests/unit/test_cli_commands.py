@@ -24,8 +24,7 @@ def test_validate_ok_prints_the_hash_then_what_the_plan_will_cost(capsys: pytest
     lines = out.splitlines()
     assert (code, err) == (0, "")
     assert lines[0] == (
-        "OK builtin:cpu-smoke: plan 'cpu-smoke' is valid: baseline + 6 candidates, 2 workloads, "
-        f"plan_hash {plan_hash}"
+        f"OK builtin:cpu-smoke: plan 'cpu-smoke' is valid: baseline + 6 candidates, 2 workloads, plan_hash {plan_hash}"
     )
     # 7 groups x 3 rounds by the first look, x 4 by the last; CPU-hours from this machine's figures.
     assert lines[1].startswith("cost: 21 server starts by the first look, up to 28 if every candidate runs to")

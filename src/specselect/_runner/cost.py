@@ -12,17 +12,17 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from types import MappingProxyType
 from typing import Literal
 
 from specselect._assets.config_facts import estimate_params_from_config, load_config
-from specselect._assets.hf_cache import hub_cache_dir, is_hf_id
+from specselect._assets.hf_cache import is_hf_id, resolve_hf_snapshot
 from specselect._plan import LoadedPlan, Plan
+from specselect._runner.scenario import SAMPLE_PASS_CONCURRENCY
 from specselect._workloads.catalog import builtin_catalog
 from specselect._workloads.loader import load_workload
 from specselect._workloads.sample import WorkloadSample
-from specselect.errors import SpecselectError
+from specselect.errors import EngineSetupError, SpecselectError
 
 __all__ = [
     "TYPICAL",
@@ -144,10 +144,10 @@ def _launch(plan: Plan, items: Mapping[str, int], params: int, typical: Typical)
         for n in items.values()
         for level in run.concurrency
     ) * len(sampling.temperatures)
-    if sampling.sampled:  # the distribution test's untimed requests, batched at the top level, in launch 1 only
+    if sampling.sampled:  # the distribution test's untimed samples, in each group's first launch only
         prompts = sum(min(sampling.parity_prompts, n) for n in items.values())
         untimed = prompts * sampling.parity_samples * sum(t > 0 for t in sampling.temperatures)
-        measuring += _scenario_s(untimed, max(run.concurrency), sampling.max_tokens, step_s) / run.max_rounds
+        measuring += _scenario_s(untimed, SAMPLE_PASS_CONCURRENCY, sampling.max_tokens, step_s) / run.max_rounds
     return Launch(typical.start_fixed_s + weights_gb / typical.load_gb_s, step_s, measuring)
 
 
@@ -214,28 +214,19 @@ class PlanFacts:
 
 
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt")
-
-
-def _snapshot(ref: str, revision: str | None) -> Path | None:
-    repo = hub_cache_dir() / f"models--{ref.replace('/', '--')}"
-    wanted = revision or "main"
-    try:
-        commit = (repo / "refs" / wanted).read_text(encoding="utf-8").strip()
-    except OSError:
-        commit = wanted
-    snapshot = repo / "snapshots" / commit
-    return snapshot if snapshot.is_dir() else None
+"""Files that hold weights. A snapshot with none of them is still to be fetched; the hub fetch's completeness
+check (every shard its index names, at its size) is stricter, and replaces this one once admission uses it."""
 
 
 def _local_model(ref: str, revision: str | None) -> LocalModel:
-    # Complete = weight files present; the hub fetch's index check (every shard at its size) is stricter.
-    snapshot = _snapshot(ref, revision)
-    if snapshot is None:
+    try:
+        snapshot, _ = resolve_hf_snapshot(ref, revision)
+    except EngineSetupError:
         return LocalModel(ref, complete=False)
     complete = any(p.name.endswith(_WEIGHT_SUFFIXES) for p in snapshot.iterdir())
     try:
         config = load_config(snapshot)
-    except SpecselectError:
+    except EngineSetupError:
         return LocalModel(ref, complete=complete)
     dtype = config.get("torch_dtype") or config.get("dtype")
     size = _DTYPE_BYTES.get(dtype) if isinstance(dtype, str) and dtype != "auto" else None
