@@ -120,3 +120,14 @@ def test_plan_facts_read_a_config_only_snapshot_as_to_fetch_with_its_size(
     assert facts.items == {"math": 64, "code": 64, "hard": 32}
     (snapshot / "model.safetensors").write_bytes(b"")
     assert plan_facts(load_plan("builtin:gpu-mtp")).models[0].complete
+
+
+def test_the_distribution_tests_samples_are_costed_once_per_group_at_the_concurrency_they_are_sent_at() -> None:
+    plan = load_plan("builtin:cpu-sampled").plan
+    estimate = estimate_cost(plan, {"general": 8, "repetition": 8}, {plan.target.model: 135_000_000}, "cpu")
+    launch = estimate.launches["g0_target_only"]
+    # 16 prompts x 16 samples at temperature 0.7, sent 8 at a time: 32 waves of 32 steps, in the first launch only.
+    assert launch.first_only_s == pytest.approx(32 * 32 * launch.step_s)
+    groups, rounds = 3, 2  # the baseline, its A/A control and g1_ngram
+    expected_s = groups * launch.first_only_s + groups * rounds * launch.total_s
+    assert estimate.hours_first_look == pytest.approx(expected_s / 3600)

@@ -17,7 +17,7 @@ from typing import Literal
 
 from specselect._assets.config_facts import estimate_params_from_config, load_config
 from specselect._assets.hf_cache import is_hf_id, resolve_hf_snapshot
-from specselect._plan import LoadedPlan, Plan
+from specselect._plan import LoadedPlan, Plan, TargetConfig
 from specselect._runner.scenario import SAMPLE_PASS_CONCURRENCY
 from specselect._workloads.catalog import builtin_catalog
 from specselect._workloads.loader import load_workload
@@ -124,19 +124,22 @@ def _scenario_s(requests: int, level: int, max_tokens: int, step_s: float) -> fl
 
 @dataclass(frozen=True)
 class Launch:
-    """One launch of a group on a track, estimated: its start, its decode step and its scenarios' time."""
+    """One launch of a group on a track, estimated: its start, its decode step, its scenarios' time, and what
+    only a group's first launch adds (the distribution test's untimed samples)."""
 
     start_s: float
     step_s: float
     measuring_s: float
+    first_only_s: float = 0.0
 
     @property
     def total_s(self) -> float:
+        """A launch after the first: start and scenarios."""
         return self.start_s + self.measuring_s
 
 
-def _launch(plan: Plan, items: Mapping[str, int], params: int, typical: Typical) -> Launch:
-    weights_gb = params * _DTYPE_BYTES[plan.target.dtype] / 1e9
+def _launch(plan: Plan, target: TargetConfig, items: Mapping[str, int], params: int, typical: Typical) -> Launch:
+    weights_gb = params * _DTYPE_BYTES[target.dtype] / 1e9
     step_s = max(typical.step_floor_s, weights_gb / typical.bandwidth_gb_s)
     run, sampling = plan.run, plan.sampling
     measuring = sum(
@@ -144,11 +147,12 @@ def _launch(plan: Plan, items: Mapping[str, int], params: int, typical: Typical)
         for n in items.values()
         for level in run.concurrency
     ) * len(sampling.temperatures)
+    first_only = 0.0
     if sampling.sampled:  # the distribution test's untimed samples, in each group's first launch only
         prompts = sum(min(sampling.parity_prompts, n) for n in items.values())
         untimed = prompts * sampling.parity_samples * sum(t > 0 for t in sampling.temperatures)
-        measuring += _scenario_s(untimed, SAMPLE_PASS_CONCURRENCY, sampling.max_tokens, step_s) / run.max_rounds
-    return Launch(typical.start_fixed_s + weights_gb / typical.load_gb_s, step_s, measuring)
+        first_only = _scenario_s(untimed, SAMPLE_PASS_CONCURRENCY, sampling.max_tokens, step_s)
+    return Launch(typical.start_fixed_s + weights_gb / typical.load_gb_s, step_s, measuring, first_only)
 
 
 def estimate_cost(
@@ -165,20 +169,23 @@ def estimate_cost(
     for track in plan.tracks:
         size = params.get(track.target.model)
         if size is not None:
-            launch[track.name] = _launch(plan, items, size, typical)
+            launch[track.name] = _launch(plan, track.target, items, size, typical)
     engine = plan.engine
     gpus = engine.tensor_parallel_size * engine.pipeline_parallel_size * engine.data_parallel_size
     per_round = len(plan.groups)
-    round_h: float | None = None
+    hours: list[float | None] = [None, None]
     if len(launch) == len(plan.tracks):
-        round_h = sum(launch[t.name].total_s * (1 + len(t.members)) for t in plan.tracks) * gpus / 3600
+        groups = {t.name: 1 + len(t.members) for t in plan.tracks}
+        once = sum(launch[name].first_only_s * n for name, n in groups.items())
+        per_round_s = sum(launch[name].total_s * n for name, n in groups.items())
+        hours = [(once + per_round_s * rounds) * gpus / 3600 for rounds in (run.rounds, run.max_rounds)]
     return CostEstimate(
         device=device,
         devices_per_server=gpus,
         starts_first_look=per_round * run.rounds,
         starts_last_look=per_round * run.max_rounds,
-        hours_first_look=None if round_h is None else round_h * run.rounds,
-        hours_last_look=None if round_h is None else round_h * run.max_rounds,
+        hours_first_look=hours[0],
+        hours_last_look=hours[1],
         launches=launch,
     )
 
