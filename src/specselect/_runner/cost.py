@@ -64,8 +64,8 @@ TYPICAL: Mapping[Device, Typical] = MappingProxyType(
             bandwidth_gb_s=2500.0,
             step_floor_s=0.003,
             source="vLLM on one H100-class GPU, assumed (specselect's machines have no GPU): "
-            "decode 2,500 GB/s effective = Llama-3.1-8B-Instruct's 158 tokens/s at batch 1 on an H100 as the "
-            "EAGLE-3 paper's and SGLang's documentation report it (16 GB of bf16 weights per step); start "
+            "decode 2,500 GB/s effective = Llama-3.1-8B-Instruct's 158 tokens/s at batch 1 on one H100 as "
+            "SGLang's speculative-decoding documentation reports its baseline (16 GB of bf16 weights per step); start "
             "90 s of process start, torch.compile and CUDA-graph capture plus weights read at 2 GB/s from "
             "local NVMe; a 3 ms floor per step for small models (scheduler, sampler)",
         ),
