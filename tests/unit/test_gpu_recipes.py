@@ -9,7 +9,9 @@ extraction installs pinned wheels (tests/unit/test_workloads_extract.py) and no 
 
 What must hold: admission admits what the hardware and the assets allow (the EAGLE-3 head, the MTP layer, the
 draft with its declared vocabulary difference, n-gram) and refuses with its reason only what they do not (suffix
-without arctic-inference in the engine environment). Weights are absent by design: once snapshots count as
+without arctic-inference in the engine environment), and the capacity gate reads each recipe's memory share.
+The recipes themselves carry GPU settings (bf16, no eager mode, the memory share and batch size, the concurrency
+sweep, seeded samples of real prompt sets with their provenance quoted). Weights are absent by design: once snapshots count as
 complete only with every indexed shard, the targets' refusal for missing weights is the expected outcome there.
 """
 
@@ -28,7 +30,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # the stand-in vLLM (t
 from test_fault_harness import FakeRun, make_fake_vllm
 from tests.fakegpu import FakeGpu, fake_nvml
 
-from specselect._plan import builtin_plan_text
+from specselect._plan import builtin_plan_text, load_plan
+from specselect._workloads.catalog import catalog_lines
+from specselect._workloads.sample import WorkloadSample
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
@@ -153,14 +157,19 @@ def _copy(run: FakeRun, name: str, edit: tuple[str, str]) -> None:
     (run.dir / "plan.toml").write_text(text)
 
 
-def _admission(run: FakeRun, name: str, edit: tuple[str, str] = ("", "")) -> dict[str, tuple[str, str]]:
+def _probe(run: FakeRun, name: str, edit: tuple[str, str] = ("", "")) -> list[dict[str, Any]]:
     _copy(run, name, edit)
     assert run.call("validate", "plan.toml").returncode == 0
     done = run.call("probe", "plan.toml", "--json")
     assert done.returncode == 0, done.stderr[-3000:]
     doc = json.loads(done.stdout)
     assert doc["preflight"]["engine"]["device_kind"] == "cuda"
-    return {r["candidate"]: (r["run_status"], r["reason"]) for r in doc["admission"]["results"]}
+    results: list[dict[str, Any]] = doc["admission"]["results"]
+    return results
+
+
+def _admission(run: FakeRun, name: str, edit: tuple[str, str] = ("", "")) -> dict[str, tuple[str, str]]:
+    return {r["candidate"]: (r["run_status"], r["reason"]) for r in _probe(run, name, edit)}
 
 
 ADMITTED = ("runnable", "admitted")
@@ -195,3 +204,37 @@ def test_the_coder_draft_without_its_vocabulary_option_is_refused_as_vllm_would_
     admission = _admission(gpu_box, "gpu-coder-draft", edit)
     assert admission["g1_draft.k3"] == ("incompatible", "vocab_size_mismatch")
     assert admission["g2_ngram"] == ADMITTED
+
+
+def test_the_capacity_gate_reads_the_recipes_memory_share_and_fits_target_and_head_on_one_gpu(gpu_box: FakeRun) -> None:
+    facts = next(r["facts"] for r in _probe(gpu_box, "gpu-llama8b-eagle3") if r["candidate"] == "g1_eagle3.k2")
+    assert facts["capacity.memory_utilization_source"] == "engine_args"  # the recipe's 0.90, not vLLM's default
+    assert facts["capacity.devices_available"] == 1
+    assert facts["capacity.memory_utilization"] == 0.9
+    assert facts["capacity.budget_mb"] == pytest.approx(81559 * 0.9, abs=0.1)
+    # 8B in bf16 from the config alone (no weights here), then the head; the KV cache takes what is left.
+    assert 15000 < facts["capacity.target_weights_mb"] < 16000
+    assert facts["capacity.kv_cache_source"] == "gpu_memory_utilization_remainder"
+    assert facts["capacity.kv_cache_mb"] > 50000
+
+
+@pytest.mark.parametrize("name", ["gpu-llama8b-eagle3", "gpu-mtp", "gpu-coder-draft"])
+def test_each_gpu_recipe_measures_a_gpu_deployment_not_a_cpu_one(name: str) -> None:
+    plan = load_plan(f"builtin:{name}").plan
+    assert (plan.target.dtype, plan.engine.env) == ("bfloat16", {})  # no VLLM_CPU_* variables
+    assert "--enforce-eager" not in plan.engine.args  # torch.compile and CUDA graphs on
+    args = dict(zip(plan.engine.args[::2], plan.engine.args[1::2], strict=True))
+    assert args == {"--gpu-memory-utilization": "0.90", "--max-num-seqs": "64"}
+    assert plan.run.concurrency == (1, 4, 16, 64) and 256 <= plan.sampling.max_tokens <= 1024
+    assert all(isinstance(w, WorkloadSample) for w in plan.workloads.values())  # seeded samples of real sets
+    assert {g.family for g in plan.groups} >= {"target_only", "ngram", "suffix"}
+    assert plan.target.model.count("/") == 1 and not plan.target.model.startswith(("builtin:", "/", "."))
+
+
+@pytest.mark.parametrize("name", ["gpu-llama8b-eagle3", "gpu-mtp", "gpu-coder-draft"])
+def test_each_gpu_recipe_quotes_the_catalog_lines_of_its_prompt_sets(name: str) -> None:
+    text, lines = builtin_plan_text(name), catalog_lines()
+    for sample in load_plan(f"builtin:{name}").plan.workloads.values():
+        assert isinstance(sample, WorkloadSample)
+        at = next(i for i, line in enumerate(lines) if line.startswith(f"{sample.source} "))
+        assert f"#   {lines[at]}\n#   {lines[at + 1]}\n" in text
