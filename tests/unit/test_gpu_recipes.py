@@ -11,8 +11,9 @@ What must hold: admission admits what the hardware and the assets allow (the EAG
 draft with its declared vocabulary difference, n-gram) and refuses with its reason only what they do not (suffix
 without arctic-inference in the engine environment), and the capacity gate reads each recipe's memory share.
 The recipes themselves carry GPU settings (bf16, no eager mode, the memory share and batch size, the concurrency
-sweep, seeded samples of real prompt sets with their provenance quoted). Weights are absent by design: once snapshots count as
-complete only with every indexed shard, the targets' refusal for missing weights is the expected outcome there.
+sweep, seeded samples of real prompt sets with their provenance quoted). Weights are absent by design: once
+snapshots count as complete only with every indexed shard, the targets' refusal for missing weights is the expected
+outcome there.
 """
 
 from __future__ import annotations
