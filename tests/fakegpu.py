@@ -130,9 +130,7 @@ class _Nvml:
         return device.name if isinstance(device, FakeGpu) else f"MIG {device.profile}"
 
 
-def fake_nvml(
-    gpus: Sequence[FakeGpu], *, init_error: str | None = None, driver: str = "550.54.15"
-) -> types.ModuleType:
+def fake_nvml(gpus: Sequence[FakeGpu], *, init_error: str | None = None, driver: str = "550.54.15") -> types.ModuleType:
     """A `pynvml` module over `gpus`; `init_error` makes nvmlInit fail as on a host whose driver is not loaded.
 
     `module.calls` lists the init and shutdown calls."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
@@ -47,20 +47,20 @@ def _process_names() -> dict[int, str]:
     return {p.pid: str(p.info.get("name") or "?") for p in psutil.process_iter(["name"])}
 
 
+def _ask_hub(endpoint: str, repo: str, revision: str, token: str | None, timeout_s: float) -> HubAnswer:
+    return ask_hub(endpoint, repo, revision, token=token, timeout_s=timeout_s)
+
+
 @dataclass(frozen=True)
 class DoctorProbes:
-    """What doctor reads from the host, each replaceable (tests: a fake NVML, a stand-in hub, a fixed sample)."""
+    """What doctor reads from the host, each replaceable (tests: a fake NVML, a stand-in hub, a fixed sample).
 
-    devices: Callable[[Mapping[int, str]], DeviceUsage] = read_device_usage
-    host: Callable[[float], HostSample] = sample_host
-    hub: Callable[[str, str, str, str | None, float], HubAnswer] = field(
-        default=lambda endpoint, repo, revision, token, timeout: ask_hub(
-            endpoint, repo, revision, token=token, timeout_s=timeout
-        )
-    )
-    free_bytes: Callable[[Path], int] = free_disk_bytes
-    environ: Mapping[str, str] | None = None
-    """The environment HF_TOKEN and HF_ENDPOINT are read from (None: specselect's own)."""
+    None: the real reader (`read_device_usage`, `sample_host`, `ask_hub`, `free_disk_bytes`, the environment)."""
+
+    devices: Callable[[Mapping[int, str]], DeviceUsage] | None = None
+    host: Callable[[float], HostSample] | None = None
+    hub: Callable[[str, str, str, str | None, float], HubAnswer] | None = None
+    free_bytes: Callable[[Path], int] | None = None
 
 
 @dataclass(frozen=True)
@@ -82,18 +82,29 @@ def _engine(loaded: LoadedPlan, home: Path | None, audit: bool) -> _Engine:
     return _Engine(setup, None, list(engine.audit(plan, setup)) if audit else [])
 
 
-def _hub(
-    needed: list[NeededModel], setup: EngineSetup | None, probes: DoctorProbes, timeout_s: float
-) -> tuple[DoctorCheck, list[HubAnswer]]:
+def _model_checks(
+    needed: list[NeededModel],
+    setup: EngineSetup | None,
+    probes: DoctorProbes,
+    timeout_s: float,
+    *,
+    home: Path | None,
+    plan_given: bool,
+) -> tuple[list[DoctorCheck], list[HubAnswer]]:
+    """The hub check (asked only when a model is still to download) and the disk check, with what the hub said."""
     missing = [m for m in needed if m.needs_download]
-    token = hub_token(probes.environ)
-    endpoint = hub_endpoint(probes.environ, setup.python if setup is not None else None) if missing else None
-    answers = (
-        [probes.hub(endpoint, m.ref, m.revision or "main", token, timeout_s) for m in missing]
-        if endpoint is not None
-        else []
-    )
-    return hub_check(needed, endpoint, token is not None, answers), answers
+    token = hub_token()
+    endpoint = hub_endpoint(python=setup.python if setup is not None else None) if missing else None
+    ask = probes.hub or _ask_hub
+    answers = [ask(endpoint, m.ref, m.revision or "main", token, timeout_s) for m in missing] if endpoint else []
+    hub = hub_check(needed, endpoint, token is not None, answers)
+    if not plan_given:
+        hub = hub.model_copy(update={"reason": "no plan given: nothing to download (give one to check its models)"})
+    elif needed:
+        hub = hub.model_copy(update={"details": (*hub.details, *map(describe, needed))})
+    places = {m.where for m in needed if m.needs_disk} or {hub_cache_dir(), home or default_home()}
+    free = {where: (probes.free_bytes or free_disk_bytes)(where) for where in places}
+    return [hub, disk_check(needed, answers, free)], answers
 
 
 def verdict(checks: list[DoctorCheck], usage: DeviceUsage, setup: EngineSetup | None) -> str:
@@ -126,7 +137,7 @@ def run_doctor(
     probes = probes or DoctorProbes()
     loaded = load_plan(plan_ref or DEFAULT_PLAN)
     engine = _engine(loaded, home, audit=plan_ref is not None)
-    usage = probes.devices(_process_names())
+    usage = (probes.devices or read_device_usage)(_process_names())
     checks = [
         devices_check(usage, engine.setup, frozenset({os.getpid()})),
         engine_check(engine.setup, engine.uninstalled),
@@ -134,21 +145,13 @@ def run_doctor(
     if plan_ref is not None:
         checks.append(audit_check(engine.findings))
     needed = needed_models(loaded, home) if plan_ref is not None else []
-    hub, answers = _hub(needed, engine.setup, probes, hub_timeout_s)
-    if plan_ref is None:
-        hub = hub.model_copy(update={"reason": "no plan given: nothing to download (give one to check its models)"})
-    places = {m.where for m in needed if m.needs_disk} or {hub_cache_dir(probes.environ), home or default_home()}
-    sample = probes.host(sample_s)
-    limit = (
-        loaded.plan.thresholds.max_host_foreign_cpu_share if plan_ref else ThresholdsConfig().max_host_foreign_cpu_share
+    model_checks, answers = _model_checks(
+        needed, engine.setup, probes, hub_timeout_s, home=home, plan_given=plan_ref is not None
     )
-    checks += [
-        hub,
-        disk_check(needed, answers, {where: probes.free_bytes(where) for where in places}),
-        host_check(sample, 1.0 if limit is None else limit),
-    ]
-    if needed:
-        checks[-3] = checks[-3].model_copy(update={"details": (*checks[-3].details, *map(describe, needed))})
+    sample = (probes.host or sample_host)(sample_s)
+    thresholds = loaded.plan.thresholds if plan_ref is not None else ThresholdsConfig()
+    limit = thresholds.max_host_foreign_cpu_share
+    checks += [*model_checks, host_check(sample, 1.0 if limit is None else limit)]
     return DoctorReport(
         plan=plan_ref,
         status=worst([c.status for c in checks]),

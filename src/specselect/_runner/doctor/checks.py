@@ -9,7 +9,8 @@ from specselect._assets.resources import format_gb
 from specselect._engines import EngineSetup
 from specselect._engines.base import Finding
 from specselect._runner.doctor.models import NeededModel
-from specselect.records.doctor import DeviceUsage, DoctorCheck, GpuDevice, HostSample, HubAnswer
+from specselect.records.capabilities import EngineCapabilities
+from specselect.records.doctor import CheckStatus, DeviceUsage, DoctorCheck, GpuDevice, HostSample, HubAnswer, worst
 
 __all__ = ["audit_check", "devices_check", "disk_check", "engine_check", "host_check", "hub_check"]
 
@@ -36,7 +37,7 @@ def devices_check(usage: DeviceUsage, setup: EngineSetup | None, own_pids: froze
     caps = setup.caps if setup is not None else None
     details = tuple(_device_line(d, own_pids) for d in usage.devices)
     if not usage.devices:
-        why = usage.problem or "no GPU was found"
+        why = usage.problem or f"{usage.source} lists none"
         if caps is not None and caps.device_source != "not_queried":
             return DoctorCheck(
                 name="devices",
@@ -52,34 +53,45 @@ def devices_check(usage: DeviceUsage, setup: EngineSetup | None, own_pids: froze
         )
     driver = f"driver {usage.driver}, " if usage.driver else ""
     summary = f"{driver}{len(usage.devices)} device{'s' if len(usage.devices) != 1 else ''} ({usage.source})"
+    problems = _device_problems(usage, caps, own_pids)
+    if not problems:
+        return DoctorCheck(name="devices", status="ok", reason=f"{summary}, none busy", details=details)
+    return DoctorCheck(
+        name="devices",
+        status=worst([status for status, _, _ in problems]),
+        reason=f"{summary}: " + "; ".join(text for _, text, _ in problems),
+        fix="; ".join(fix for _, _, fix in problems),
+        details=details,
+    )
+
+
+def _device_problems(
+    usage: DeviceUsage, caps: EngineCapabilities | None, own_pids: frozenset[int]
+) -> list[tuple[CheckStatus, str, str]]:
+    """(status, what, fix) of each problem with devices that were found."""
+    problems: list[tuple[CheckStatus, str, str]] = []
     foreign = [(d, p) for d in usage.devices for p in d.processes if p.pid not in own_pids]
     if foreign:
         named = ", ".join(f"pid {p.pid} {p.name or '?'} on {d.uuid or d.index}" for d, p in foreign)
-        return DoctorCheck(
-            name="devices",
-            status="warn",
-            reason=f"{summary}: a process that is not specselect's holds a device: {named}",
-            fix="stop it, or keep its device out of the plan with CUDA_VISIBLE_DEVICES in [engine.env]: a server "
-            "measured beside it shares its memory and compute",
-            details=details,
+        problems.append(
+            (
+                "warn",
+                f"a process that is not specselect's holds a device: {named}",
+                "stop it, or keep its device out of the plan with CUDA_VISIBLE_DEVICES in [engine.env] (a server "
+                "measured beside it shares its memory and compute)",
+            )
         )
     if caps is not None and caps.device_source == "not_queried":
-        return DoctorCheck(
-            name="devices",
-            status="warn",
-            reason=f"{summary}, but {caps.kind} {caps.engine_version} is a CPU build: its servers will not use them",
-            fix="give [engine] python of a GPU build of the engine",
-            details=details,
+        problems.append(
+            (
+                "warn",
+                f"{caps.kind} {caps.engine_version} is a CPU build: its servers will not use them",
+                "give [engine] python of a GPU build of the engine",
+            )
         )
     if usage.problem is not None:
-        return DoctorCheck(
-            name="devices",
-            status="fail",
-            reason=f"{summary}, but {usage.problem}",
-            fix="pip install 'specselect[gpu]' (nvidia-ml-py) where the driver works",
-            details=details,
-        )
-    return DoctorCheck(name="devices", status="ok", reason=f"{summary}, none busy", details=details)
+        problems.append(("fail", usage.problem, "pip install 'specselect[gpu]' (nvidia-ml-py) where the driver works"))
+    return problems
 
 
 def engine_check(setup: EngineSetup | None, uninstalled: str | None) -> DoctorCheck:
