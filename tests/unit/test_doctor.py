@@ -174,7 +174,8 @@ LISTING = {
 
 
 class _Hub(http.server.BaseHTTPRequestHandler):
-    """A public `org/open`, a gated `org/gated` (its files only with the bearer token), nothing else."""
+    """A public `org/open`, a gated `org/gated` (its files only with the bearer token), nothing else; each refusal
+    named in `X-Error-Code` as the hub names it, but `org/proxied`'s, refused as a proxy would (no code)."""
 
     seen: ClassVar[list[tuple[str, str, bool]]] = []
 
@@ -182,12 +183,16 @@ class _Hub(http.server.BaseHTTPRequestHandler):
         repo = "/".join(self.path.removeprefix("/api/models").lstrip("/").split("/")[:2])
         authorized = self.headers.get("Authorization") == f"Bearer {TOKEN}"
         self.seen.append((self.command, self.path, authorized))
-        if repo not in ("org/open", "org/gated"):
+        if repo == "org/proxied":
             self.send_response(404)
+        elif repo not in ("org/open", "org/gated"):
+            self.send_response(404)
+            self.send_header("X-Error-Code", "RepoNotFound")
         elif self.path.startswith("/api/models/"):
             self.send_response(200)
         elif repo == "org/gated" and not authorized:
             self.send_response(401)
+            self.send_header("X-Error-Code", "GatedRepo")
         else:
             self.send_response(302)
             self.send_header("Location", "http://127.0.0.1:1/storage/config.json")  # never followed
@@ -230,7 +235,7 @@ def test_a_public_repository_is_reachable_and_its_download_size_listed(hub: str)
 def test_a_gated_repository_without_a_token_is_refused_and_with_one_let_in(hub: str) -> None:
     refused = ask_hub(hub, "org/gated", "main", token=None)
     assert (refused.outcome, refused.http_status) == ("gated", 401)
-    assert "gated or private, and no token is set" in refused.detail
+    assert refused.detail == "its config.json answered HTTP 401: a gated repository, and no token is set"
     check = hub_check([to_download("org/gated")], hub, token_set=False, answers=[refused])
     assert check.status == "fail" and check.fix == "export HF_TOKEN with a token whose account has access"
     allowed = ask_hub(hub, "org/gated", "main", token=TOKEN)
@@ -239,7 +244,15 @@ def test_a_gated_repository_without_a_token_is_refused_and_with_one_let_in(hub: 
 
 
 def test_an_unknown_repository_is_not_found(hub: str) -> None:
-    assert ask_hub(hub, "org/missing", "v1", token=None).outcome == "not_found"
+    answer = ask_hub(hub, "org/missing", "v1", token=None)
+    assert answer.outcome == "not_found" and "RepoNotFound (or a private one: it needs a token)" in answer.detail
+
+
+def test_a_refusal_without_the_hubs_error_code_is_not_taken_for_the_hubs(hub: str) -> None:
+    answer = ask_hub(hub, "org/proxied", "main", token=None)
+    assert answer.outcome == "unreachable"
+    assert "answered HTTP 404 without the hub's error code (server: BaseHTTP" in answer.detail
+    assert answer.detail.endswith("a proxy or firewall answered, not the hub")
 
 
 def test_an_endpoint_nobody_listens_on_is_unreachable() -> None:

@@ -4,7 +4,9 @@
 downloaded, no hub library is needed): the repository's listing (`GET <endpoint>/api/models/<repo>/revision/<rev>
 ?blobs=true`, which also gives the files' sizes) and its `config.json` (`HEAD <endpoint>/<repo>/resolve/<rev>/
 config.json`, redirects not followed), which a gated repository refuses without a token that has access (401 or
-403). The token comes from `HF_TOKEN` (or the older `HUGGING_FACE_HUB_TOKEN`), is sent only in the
+403). The hub names each refusal in its `X-Error-Code` header (GatedRepo, RepoNotFound, ...), as its own client
+reads it; a refusal without one came from something in between (a proxy or firewall) and is reported as such.
+The token comes from `HF_TOKEN` (or the older `HUGGING_FACE_HUB_TOKEN`), is sent only in the
 Authorization header and never appears in an answer. The endpoint is `HF_ENDPOINT`, else the default of the hub
 library of specselect's or the engine's environment.
 """
@@ -21,7 +23,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from specselect.records.doctor import HubAnswer
 
@@ -85,7 +87,15 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         return None
 
 
-def _request(url: str, method: str, token: str | None, timeout_s: float) -> tuple[int, bytes]:
+class _Reply(NamedTuple):
+    status: int
+    body: bytes
+    error_code: str | None
+    """The hub's `X-Error-Code` (RepoNotFound, RevisionNotFound, EntryNotFound, GatedRepo); None without one."""
+    server: str | None
+
+
+def _request(url: str, method: str, token: str | None, timeout_s: float) -> _Reply:
     headers = {"User-Agent": "specselect-doctor"}
     if token:
         headers["Authorization"] = f"Bearer {token}"
@@ -93,40 +103,52 @@ def _request(url: str, method: str, token: str | None, timeout_s: float) -> tupl
     opener = urllib.request.build_opener(_NoRedirect)
     try:
         with opener.open(request, timeout=timeout_s) as response:
-            return int(response.status), response.read() if method == "GET" else b""
+            body = response.read() if method == "GET" else b""
+            return _Reply(int(response.status), body, None, response.headers.get("Server"))
     except urllib.error.HTTPError as exc:
         with contextlib.closing(exc):
-            return int(exc.code), b""
+            return _Reply(int(exc.code), b"", exc.headers.get("X-Error-Code"), exc.headers.get("Server"))
 
 
-def _refused(repo: str, revision: str, status: int, token: str | None, what: str) -> HubAnswer:
-    if status in (401, 403):
+_NOT_FOUND = ("RepoNotFound", "RevisionNotFound", "EntryNotFound")
+
+
+def _refused(repo: str, revision: str, reply: _Reply, token: str | None, what: str) -> HubAnswer:
+    """A refusal the hub itself gave (it names it in X-Error-Code; 403 with a token: no access), else an answer
+    from something between this host and the hub (a proxy, a firewall), which says nothing about the repository."""
+    said = f"{what} answered HTTP {reply.status}"
+    fields: dict[str, Any] = {"repo": repo, "revision": revision, "http_status": reply.status}
+    if reply.error_code == "GatedRepo" or (reply.status == 403 and token and reply.error_code is None):
         detail = (
-            f"{what} answered HTTP {status}: the token has no access (a gated repository: accept its terms on the "
-            "hub with this token's account)"
+            f"{said}: the token has no access (a gated repository: accept its terms on the hub with this token's "
+            "account)"
             if token
-            else f"{what} answered HTTP {status}: gated or private, and no token is set"
+            else f"{said}: a gated repository, and no token is set"
         )
-        return HubAnswer(repo=repo, revision=revision, outcome="gated", http_status=status, detail=detail)
-    if status == 404:
-        detail = f"{what} answered HTTP 404: no such repository or revision (or a private one)"
-        return HubAnswer(repo=repo, revision=revision, outcome="not_found", http_status=status, detail=detail)
-    return HubAnswer(repo=repo, revision=revision, outcome="error", http_status=status, detail=f"{what}: HTTP {status}")
+        return HubAnswer(**fields, outcome="gated", detail=detail)
+    if reply.error_code in _NOT_FOUND:
+        private = "" if token else " (or a private one: it needs a token)"
+        return HubAnswer(**fields, outcome="not_found", detail=f"{said} {reply.error_code}{private}")
+    if reply.error_code is None and reply.status >= 400:
+        server = f" (server: {reply.server})" if reply.server else ""
+        detail = f"{said} without the hub's error code{server}: a proxy or firewall answered, not the hub"
+        return HubAnswer(**fields, outcome="unreachable", detail=detail)
+    return HubAnswer(**fields, outcome="error", detail=f"{said} {reply.error_code or ''}".strip())
 
 
 def _ask(endpoint: str, repo: str, revision: str, token: str | None, timeout_s: float) -> HubAnswer:
     rev = urllib.parse.quote(revision, safe="")
-    status, body = _request(f"{endpoint}/api/models/{repo}/revision/{rev}?blobs=true", "GET", token, timeout_s)
-    if status != 200:
-        return _refused(repo, revision, status, token, "the repository listing")
+    listing = _request(f"{endpoint}/api/models/{repo}/revision/{rev}?blobs=true", "GET", token, timeout_s)
+    if listing.status != 200:
+        return _refused(repo, revision, listing, token, "the repository listing")
     try:
-        size = download_size(json.loads(body).get("siblings"))
+        size = download_size(json.loads(listing.body).get("siblings"))
     except (ValueError, AttributeError):
         size = None
-    status, _ = _request(f"{endpoint}/{repo}/resolve/{rev}/config.json", "HEAD", token, timeout_s)
-    if not 200 <= status < 400:
-        return _refused(repo, revision, status, token, "its config.json")
-    return HubAnswer(repo=repo, revision=revision, outcome="ok", http_status=status, size_bytes=size)
+    config = _request(f"{endpoint}/{repo}/resolve/{rev}/config.json", "HEAD", token, timeout_s)
+    if not 200 <= config.status < 400:
+        return _refused(repo, revision, config, token, "its config.json")
+    return HubAnswer(repo=repo, revision=revision, outcome="ok", http_status=config.status, size_bytes=size)
 
 
 def ask_hub(

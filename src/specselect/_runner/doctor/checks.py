@@ -145,7 +145,7 @@ def audit_check(findings: Sequence[Finding]) -> DoctorCheck:
             name="audit",
             status="warn",
             reason=f"{len(warnings)} warning(s): {codes}",
-            fix="read each warning below",
+            fix="each warning says its fix",
             details=details,
         )
     return DoctorCheck(name="audit", status="ok", reason="the plan's configuration audit found nothing to fix")
