@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import http.server
 import json
+import os
 import socket
+import subprocess
 import sys
 import threading
 from collections.abc import Iterator
@@ -36,6 +38,7 @@ from specselect._plan import EngineConfig
 from specselect._runner.doctor import DoctorProbes, run_doctor
 from specselect._runner.doctor.checks import devices_check, disk_check, engine_check, host_check, hub_check
 from specselect._runner.doctor.models import NeededModel
+from specselect.records.capabilities import DeviceInfo
 from specselect.records.doctor import DeviceUsage, GpuDevice, GpuProcess, HostSample, HubAnswer, ProcessCpu
 
 H100 = "GPU-77aa88bb-1111-2222-3333-444455556666"
@@ -87,6 +90,19 @@ def test_a_process_on_a_device_that_is_not_specselects_is_flagged_but_specselect
     )
     own = devices_check(usage, None, own_pids=frozenset({4242}))
     assert own.status == "ok" and own.reason == "driver 550.54.15, 1 device (nvml), none busy"
+
+
+def test_a_process_on_a_device_the_engine_does_not_use_is_not_flagged() -> None:
+    from test_admission_gather import caps
+
+    other = busy_device(4242).model_copy(update={"uuid": A100, "index": 1, "name": "NVIDIA A100-SXM4-40GB"})
+    idle = busy_device(1).model_copy(update={"processes": ()})
+    engine_gpu = DeviceInfo(index=0, uuid=H100, name="NVIDIA H100 80GB HBM3", memory_mb=81559)
+    on_h100 = caps(engine_version="0.32.0", device_kind="cuda", devices=(engine_gpu,), device_source="nvml")
+    usage = DeviceUsage(devices=(idle, other), source="nvml")
+    check = devices_check(usage, EngineSetup(kind="vllm", caps=on_h100))
+    assert check.status == "ok", check.reason  # CUDA_VISIBLE_DEVICES=H100
+    assert devices_check(usage, None).status == "warn"  # unknown engine: every device counts
 
 
 def test_gpus_beside_a_cpu_build_of_the_engine_are_a_warning() -> None:
@@ -374,3 +390,14 @@ def test_the_doctor_probes_replace_what_is_read_from_the_host(tmp_path: Path, mo
     probes = DoctorProbes(devices=lambda names: DeviceUsage(), host=lambda seconds: QUIET, free_bytes=lambda path: 0)
     report = run_doctor(None, home=tmp_path / "home", probes=probes)
     assert report.host == QUIET and report.devices == DeviceUsage() and report.plan is None
+
+
+def test_the_fake_nvml_module_shows_a_process_its_gpus_by_environment() -> None:
+    """tests/fakenvml/pynvml.py, as the README tries doctor by hand: on PYTHONPATH, FAKE_NVML_GPUS its devices."""
+    repo = Path(__file__).resolve().parents[2]
+    gpus = [{"uuid": H100, "name": "NVIDIA H100 80GB HBM3", "total_mb": 81559, "processes": [{"pid": 7, "used_mb": 5}]}]
+    script = "from specselect._engines.devices import read_device_usage; print(read_device_usage().model_dump_json())"
+    env = {**os.environ, "PYTHONPATH": str(repo / "tests" / "fakenvml"), "FAKE_NVML_GPUS": json.dumps(gpus)}
+    shown = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
+    usage = DeviceUsage.model_validate_json(shown.stdout)
+    assert [(d.uuid, d.free_mb, [p.pid for p in d.processes]) for d in usage.devices] == [(H100, 81559, [7])]

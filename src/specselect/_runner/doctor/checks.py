@@ -65,12 +65,21 @@ def devices_check(usage: DeviceUsage, setup: EngineSetup | None, own_pids: froze
     )
 
 
+def _used(device: GpuDevice, caps: EngineCapabilities | None) -> bool:
+    """Whether the engine's servers use `device` (all of them when the engine runs on no GPU or is not known): a
+    device CUDA_VISIBLE_DEVICES leaves out, or a MIG instance of a card it does not use, shares nothing with them."""
+    if caps is None or caps.device_kind != "cuda":
+        return True
+    used = {d.uuid for d in caps.devices} | {d.parent_uuid for d in caps.devices}
+    return bool({device.uuid, device.parent_uuid} & (used - {None}))
+
+
 def _device_problems(
     usage: DeviceUsage, caps: EngineCapabilities | None, own_pids: frozenset[int]
 ) -> list[tuple[CheckStatus, str, str]]:
     """(status, what, fix) of each problem with devices that were found."""
     problems: list[tuple[CheckStatus, str, str]] = []
-    foreign = [(d, p) for d in usage.devices for p in d.processes if p.pid not in own_pids]
+    foreign = [(d, p) for d in usage.devices for p in d.processes if p.pid not in own_pids and _used(d, caps)]
     if foreign:
         named = ", ".join(f"pid {p.pid} {p.name or '?'} on {d.uuid or d.index}" for d, p in foreign)
         problems.append(
