@@ -240,6 +240,9 @@ def disk_check(needed: Sequence[NeededModel], answers: Sequence[HubAnswer], free
             fix="make sure the disk holds the model's weights",
             details=details,
         )
+    if not any(need.values()):
+        free_now = ", ".join(f"{format_gb(n)} free at {where}" for where, n in free.items())
+        return DoctorCheck(name="disk", status="ok", reason=f"nothing to fetch or prepare ({free_now})")
     return DoctorCheck(name="disk", status="ok", reason="room for every model to fetch or prepare", details=details)
 
 
