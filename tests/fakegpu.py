@@ -16,9 +16,17 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["FakeGpu", "FakeMig", "NVMLError", "fake_nvidia_smi", "fake_nvml"]
+__all__ = ["FakeGpu", "FakeMig", "FakeProcess", "NVMLError", "fake_nvidia_smi", "fake_nvml"]
 
 _MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class FakeProcess:
+    """A process on a device, as NVML lists it: its pid and its device memory (None: the driver does not say)."""
+
+    pid: int
+    used_mb: int | None = None
 
 
 @dataclass
@@ -29,6 +37,7 @@ class FakeMig:
     profile: str
     total_mb: int
     used_mb: Sequence[int] = (0,)
+    processes: Sequence[FakeProcess] = ()
 
 
 @dataclass
@@ -41,6 +50,8 @@ class FakeGpu:
     used_mb: Sequence[int] = (0,)
     migs: Sequence[FakeMig] = ()
     reads: list[str] = field(default_factory=list)
+    processes: Sequence[FakeProcess] = ()
+    """The compute processes NVML lists on the card."""
 
 
 class _Memory:
@@ -56,6 +67,14 @@ def _series(values: Sequence[int]) -> Iterator[int]:
 
 class NVMLError(Exception):
     """The real bindings' error base class."""
+
+
+class _ProcessInfo:
+    """The real bindings' `c_nvmlProcessInfo_t`: `pid` and `usedGpuMemory` in bytes (None when not available)."""
+
+    def __init__(self, process: FakeProcess) -> None:
+        self.pid = process.pid
+        self.usedGpuMemory = None if process.used_mb is None else process.used_mb * _MIB
 
 
 class _Nvml:
@@ -97,6 +116,9 @@ class _Nvml:
             raise NVMLError("Not Found")
         return migs[slot].uuid
 
+    def processes(self, handle: str) -> list[_ProcessInfo]:
+        return [_ProcessInfo(p) for p in self.devices[handle][0].processes]
+
     def by_uuid(self, uuid: str | bytes) -> str:
         key = uuid.decode() if isinstance(uuid, bytes) else uuid
         if key not in self.devices:
@@ -108,7 +130,7 @@ class _Nvml:
         return device.name if isinstance(device, FakeGpu) else f"MIG {device.profile}"
 
 
-def fake_nvml(gpus: Sequence[FakeGpu], *, init_error: str | None = None) -> types.ModuleType:
+def fake_nvml(gpus: Sequence[FakeGpu], *, init_error: str | None = None, driver: str = "550.54.15") -> types.ModuleType:
     """A `pynvml` module over `gpus`; `init_error` makes nvmlInit fail as on a host whose driver is not loaded.
 
     `module.calls` lists the init and shutdown calls."""
@@ -127,6 +149,9 @@ def fake_nvml(gpus: Sequence[FakeGpu], *, init_error: str | None = None) -> type
         "nvmlDeviceGetMemoryInfo": state.memory,
         "nvmlDeviceGetMaxMigDeviceCount": state.max_migs,
         "nvmlDeviceGetMigDeviceHandleByIndex": state.mig_handle,
+        "nvmlSystemGetDriverVersion": lambda: driver,
+        "nvmlDeviceGetComputeRunningProcesses": state.processes,
+        "nvmlDeviceGetGraphicsRunningProcesses": lambda handle: [],
     }
     for name, value in functions.items():
         setattr(module, name, value)

@@ -2,7 +2,8 @@
 
 Exit codes:
   0    success
-  1    internal error: a bug in specselect (a traceback is printed; please report it)
+  1    internal error: a bug in specselect (a traceback is printed; please report it);
+       `specselect doctor`: a check failed
   2    bad input: plan, workload file, flag, results directory, or command-line usage
   3    the engine environment or a model asset could not be set up
   4    the serving engine failed: did not start, crashed, timed out or answered nonsense
@@ -38,6 +39,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "specselect._cli.report",
     "specselect._cli.verify",
     "specselect._cli.check",
+    "specselect._cli.doctor",
 )
 """Each module defines `register(subparsers)`, which adds its sub-parser with `handler=<function(args) -> int>`."""
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from specselect._engines.base import Engine, EngineSetup, GroupContext, ServeOptions, Session
-from specselect._engines.registry import create_engine, get_engine, known_engine_kinds
+from specselect._engines.registry import create_engine, get_engine, known_engine_kinds, uninstalled_environment
 
 __all__ = [
     "Engine",
@@ -14,4 +14,5 @@ __all__ = [
     "create_engine",
     "get_engine",
     "known_engine_kinds",
+    "uninstalled_environment",
 ]

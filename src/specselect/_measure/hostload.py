@@ -16,9 +16,10 @@ from types import TracebackType
 import psutil
 
 from specselect._measure.cpuscope import CpuScope, detect_cpu_scope
+from specselect.records.doctor import HostSample, ProcessCpu
 from specselect.records.host import HostLoad
 
-__all__ = ["HostLoadMeter"]
+__all__ = ["HostLoadMeter", "sample_host"]
 
 
 def _tree_cpu_s(pid: int) -> dict[int, float]:
@@ -86,3 +87,35 @@ class HostLoadMeter:
             scope_cpus=self._scope.cpus,
             scope_detail=self._scope.detail,
         )
+
+
+def _process_cpu_s() -> dict[int, tuple[str, float]]:
+    out: dict[int, tuple[str, float]] = {}
+    for proc in psutil.process_iter(["name", "cpu_times"]):
+        times = proc.info.get("cpu_times")
+        if times is not None:
+            out[proc.pid] = (str(proc.info.get("name") or "?"), float(times.user + times.system))
+    return out
+
+
+def sample_host(seconds: float = 1.0, *, busiest: int = 5) -> HostSample:
+    """The share of the CPU other processes took over `seconds` (the meter above, with specselect as the only own
+    process), and the `busiest` of them by the cores they used."""
+    before = _process_cpu_s()
+    with HostLoadMeter(os.getpid()) as meter:
+        time.sleep(seconds)
+    after = _process_cpu_s()
+    wall = meter.result.wall_s if meter.result is not None else seconds
+    used = [
+        ProcessCpu(pid=pid, name=name, cores=round((cpu - before[pid][1]) / wall, 3))
+        for pid, (name, cpu) in after.items()
+        if pid in before and pid != os.getpid() and cpu > before[pid][1]
+    ]
+    used.sort(key=lambda p: p.cores, reverse=True)
+    load = meter.result
+    return HostSample(
+        seconds=round(wall, 3),
+        scope_cpus=(load.scope_cpus or load.logical_cpus) if load is not None else float(psutil.cpu_count() or 1),
+        foreign_share=load.foreign_share if load is not None else 0.0,
+        busiest=tuple(used[:busiest]),
+    )

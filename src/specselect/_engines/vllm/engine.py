@@ -43,6 +43,7 @@ from specselect._engines.settings import EngineSettings, group_settings
 from specselect._engines.vllm.controllers import BATCH_SCHEDULE_KEY
 from specselect._engines.vllm.envsetup import EngineEnv, engine_env_from_python, ensure_managed_vllm_env
 from specselect._engines.vllm.gate import backend_gate, engine_config_keys, options_gate, vllm_method
+from specselect._engines.vllm.gpu_audit import cuda_findings, drafter_room_findings, plan_sizer
 from specselect._engines.vllm.launch import VLLM_SERVER_MODULE, build_vllm_argv
 from specselect._engines.vllm.probe import probe_vllm
 from specselect._engines.vllm.sharedcache import share_model_class_cache
@@ -166,8 +167,8 @@ class VllmEngine:
         return list(dict.fromkeys(problems))  # a sweep's sub-candidates share their entry's mistakes
 
     def audit(self, plan: Plan, setup: EngineSetup) -> list[Finding]:
-        """Launcher findings, the fallback list of option keys when the probe read none, plus bfloat16 in eager
-        mode on CPU (it changes outputs under verification)."""
+        """Launcher findings, the fallback list of option keys when the probe read none, bfloat16 in eager mode on
+        CPU (it changes outputs under verification), and on CUDA what measures the wrong thing (`gpu_audit`)."""
         found = launcher_findings(plan, setup)
         caps = setup.caps
         if isinstance(caps, VllmCapabilities) and caps.speculative_config_keys_source == "fallback_list":
@@ -189,7 +190,12 @@ class VllmEngine:
                     'use dtype = "float32" for exact parity',
                 )
             )
-        return found
+        sizer = plan_sizer()
+        return [
+            *found,
+            *cuda_findings(plan, setup, sizer),
+            *drafter_room_findings(plan, setup, sizer, self.capacity_terms),
+        ]
 
     # -- admission ----------------------------------------------------------------------------------------
 
