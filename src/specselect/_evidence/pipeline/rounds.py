@@ -41,6 +41,8 @@ class PairRounds:
     baseline: SideLaunches
     candidate_side: SideLaunches
     excluded: Mapping[int, str]
+    track: str = ""
+    """The baseline group both sides' rounds are paired with: pairs of one track share its launches."""
 
 
 class PairEstimates(BaseModel):
