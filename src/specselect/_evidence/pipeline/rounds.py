@@ -99,7 +99,8 @@ def analyse_look(
     per_metric: dict[Metric, dict[str, MetricRounds]] = {
         metric: {key: metric_rounds(table, metric) for key, table in tables.items()} for metric in METRICS
     }
-    pools = {metric: pool_variances(metric, per_metric[metric]) for metric in METRICS}
+    blocks = {p.key: (p.track, p.candidate, p.scenario) for p in pairs}
+    pools = {metric: pool_variances(metric, per_metric[metric], blocks=blocks) for metric in METRICS}
     out: dict[str, PairEstimates] = {}
     for key, table in tables.items():
         est = {
