@@ -200,25 +200,36 @@ def issue_rows(run: Runner) -> tuple[list[list[str]], dict[str, CaseResult]]:
     return rows, found
 
 
+TTFT_DESIGNS: dict[str, dict[str, object]] = {
+    "8 prompts, looks [3, 4]": {},
+    "24 prompts, looks [4, 6]": {"items": 24, "looks": (4, 6)},
+}
+
+
 def ttft_rows(run: Runner) -> tuple[list[list[str]], dict[str, CaseResult]]:
-    """Table 4: the latency gates against a true TTFT ratio (speedup 1.25x, the reference cell)."""
+    """Table 4: the latency gates against a true TTFT ratio (speedup 1.25x, the reference cell), two designs."""
     base = ISSUE_CELLS["reference: frozen prompts' truth, spread 0.15, 6 % noise, rho 0.7"]
     cases = {
-        f"{gate}@{q}": base.model_copy(update={"speedup": 1.25, "ttft_ratio": q, "latency_gate": gate})
+        f"{design}@{gate}@{q}": base.model_copy(
+            update={"speedup": 1.25, "ttft_ratio": q, "latency_gate": gate, **update}
+        )
+        for design, update in TTFT_DESIGNS.items()
         for gate in GATES
         for q in TTFT_RATIOS
     }
     found = run.all(cases)
     rows = []
-    for gate in GATES:
-        at = {q: found[f"{gate}@{q}"] for q in TTFT_RATIOS}
-        rows.append(
-            [
-                gate,
-                *(f"{_pct(at[q].ttft_pass_rate)} / {_pct(1.0 - at[q].ttft_pass_rate)}" for q in TTFT_RATIOS),
-                *(_pct(at[q].accept_rate) for q in (1.0, 1.15)),
-            ]
-        )
+    for design in TTFT_DESIGNS:
+        for gate in GATES:
+            at = {q: found[f"{design}@{gate}@{q}"] for q in TTFT_RATIOS}
+            rows.append(
+                [
+                    design,
+                    gate,
+                    *(f"{_pct(at[q].ttft_pass_rate)} / {_pct(1.0 - at[q].ttft_pass_rate)}" for q in TTFT_RATIOS),
+                    *(_pct(at[q].accept_rate) for q in (1.0, 1.15)),
+                ]
+            )
     return rows, found
 
 
@@ -285,7 +296,8 @@ def targets(
     done = "6 %, rho 0.7 (the target's)"
     power, false = sequential[f"{done}@1.25"], sequential[f"{done}@1.1"]
     cov = coverage["0.1/0.0/3"]
-    unchanged, worse = ttft["not_clearly_worse@1.0"], ttft["not_clearly_worse@1.15"]
+    design = next(iter(TTFT_DESIGNS))
+    unchanged, worse = ttft[f"{design}@not_clearly_worse@1.0"], ttft[f"{design}@not_clearly_worse@1.15"]
     return [
         TargetCheck(
             target="calibration: power at a true 1.25x >= 85% (6% launch noise, rho 0.7, 8 prompts, looks 3 and 4)",
@@ -363,11 +375,18 @@ def _tables(report: Report, run: Runner, costs: Costs) -> list[TargetCheck]:
     ttft, ttft_found = ttft_rows(run)
     report.table(
         "4. the latency gate: TTFT passed / refused by the true TTFT ratio (limit 1.10; speedup 1.25x, reference cell)",
-        ("latency_gate", *(f"TTFT {q:g}x" for q in TTFT_RATIOS), "accepts at TTFT 1.0x", "accepts at TTFT 1.15x"),
+        (
+            "design",
+            "latency_gate",
+            *(f"TTFT {q:g}x" for q in TTFT_RATIOS),
+            "accepts at TTFT 1.0x",
+            "accepts at TTFT 1.15x",
+        ),
         ttft,
         (
-            "Targets: an unchanged TTFT passed >= 90 %, a TTFT 15 % worse refused >= 90 %; at the limit (1.10x) "
-            "the pass rate is the latency guard's real error.",
+            "The gates judge the mean TTFT ratio, paired by round, with an interval at the plan's level (95 %) at "
+            "every look; the p95 point is the contract's check beside it. Targets: an unchanged TTFT passed >= 90 %, "
+            "a TTFT 15 % worse refused >= 90 %; at the limit (1.10x) the pass rate is the guard's real error.",
         ),
     )
     report.table(

@@ -356,7 +356,7 @@ def _one_run(case: CalibrationCase, rng: np.random.Generator, tally: _Tally) -> 
     active = set(ran)
     for point in look_points(schedule, schedule.max_rounds):
         pairs = [p if p.candidate in active else _upto(p, ran[p.candidate]) for p in run.pairs]
-        analysis = analyse_look(pairs, point, estimand=case.estimand, basis="e2e")
+        analysis = analyse_look(pairs, point, estimand=case.estimand, basis="e2e", latency_level=case.confidence_level)
         looks = []
         for p in pairs:
             if p.candidate in active:

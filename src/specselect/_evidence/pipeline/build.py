@@ -470,7 +470,11 @@ def build_evidence(
     history: dict[str, list[_Decided]] = {m.rounds.key: [] for m in measured}
     analyses = [
         analyse_look(
-            [m.rounds for m in measured], point, estimand=settings.estimand, basis=settings.bootstrap.throughput_basis
+            [m.rounds for m in measured],
+            point,
+            estimand=settings.estimand,
+            basis=settings.bootstrap.throughput_basis,
+            latency_level=settings.bootstrap.level,
         )
         for point in settings.points(_rounds_done(measured))
     ]
