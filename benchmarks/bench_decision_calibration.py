@@ -239,8 +239,9 @@ DESIGNS: tuple[tuple[int, tuple[int, ...]], ...] = (
     (24, (3, 4)),
     (32, (3, 4)),
     (24, (2, 3)),
+    (16, (4, 6)),
     (24, (4, 6)),
-    (32, (2, 3)),
+    (32, (4, 6)),
 )
 
 
@@ -262,29 +263,31 @@ class Costs:
 
 
 def design_rows(run: Runner, costs: Costs) -> list[list[str]]:
-    """Table 5: designs for the traffic estimand with population truth."""
+    """Table 5: designs for the traffic estimand with population truth (power with either latency gate)."""
     cases: dict[str, CalibrationCase] = {}
     for items, looks in DESIGNS:
         base = _issue_base(truth="population", estimand="traffic", items=items, looks=looks)
-        cases[f"{items}/{looks}/power"] = base.model_copy(update={"speedup": 1.25})
+        for gate in GATES:
+            cases[f"{items}/{looks}/{gate}"] = base.model_copy(update={"speedup": 1.25, "latency_gate": gate})
         for spread in (0.15, 0.4):
             cases[f"{items}/{looks}/{spread}"] = base.model_copy(update={"speedup": 1.10, "item_speedup_sd": spread})
     found = run.all(cases)
     rows = []
     for items, looks in DESIGNS:
-        power, false = found[f"{items}/{looks}/power"], [found[f"{items}/{looks}/{s}"] for s in (0.15, 0.4)]
-        ok = power.accept_rate >= 0.85 and all(f.accept_rate <= 0.05 for f in false)
+        power = [found[f"{items}/{looks}/{gate}"] for gate in GATES]
+        false = [found[f"{items}/{looks}/{s}"] for s in (0.15, 0.4)]
         share = costs.startup_share(items, 2, 1.25)
+        met = [p.accept_rate >= 0.85 and all(f.accept_rate <= 0.05 for f in false) and share <= 0.30 for p in power]
         rows.append(
             [
                 str(items),
                 str(list(looks)),
-                _pct(power.accept_rate),
+                *(_pct(p.accept_rate) for p in power),
                 *(_pct(f.accept_rate) for f in false),
-                f"{power.mean_rounds:.2f}",
+                f"{power[0].mean_rounds:.2f}",
                 _pct(share),
-                f"{costs.run_s(items, 2, 1.25, power.mean_rounds) / 60:.1f}",
-                "yes" if ok and share <= 0.30 else "no",
+                f"{costs.run_s(items, 2, 1.25, power[0].mean_rounds) / 60:.1f}",
+                " / ".join("yes" if m else "no" for m in met),
             ]
         )
     return rows
@@ -394,13 +397,14 @@ def _tables(report: Report, run: Runner, costs: Costs) -> list[TargetCheck]:
         (
             "prompts per workload",
             "looks",
-            "power at 1.25x (spread 0.15)",
+            "power at 1.25x, spread 0.15: not_clearly_worse",
+            "shown_within",
             "false accepts at 1.10x, spread 0.15",
             "spread 0.4",
             "rounds at 1.25x",
             "start-ups' share",
             "run minutes at 1.25x",
-            "meets the targets",
+            "meets the targets (either gate)",
         ),
         design_rows(run, costs),
         (
