@@ -298,3 +298,21 @@ def test_a_ratio_that_climbs_every_round_is_flagged_and_noise_is_not() -> None:
     noisy = drift_check("throughput", (0, 1, 2, 3), (0.10, 0.16, 0.09, 0.14), 0.0004, 6.0)
     assert noisy is not None and not noisy.flagged
     assert drift_check("throughput", (0, 1), (0.1, 0.2), 0.0004, 6.0) is None  # two rounds: no slope test
+
+
+def test_a_pool_from_an_older_evidence_document_reads_and_counts_its_pairs_as_before() -> None:
+    # Estimate schema 1 wrote no effective df: such a pool still reads, with the df it was decided on.
+    old = {
+        "metric": "throughput",
+        "members": ["c/w1", "c/w2"],
+        "variances": [0.01, 0.012],
+        "dfs": [2, 2],
+        "pooled_variance": 0.011,
+        "pooled_df": 4,
+        "bartlett_statistic": 0.02,
+        "bartlett_p": 0.9,
+        "homogeneous": True,
+    }
+    pool = VariancePool.model_validate(old)
+    assert pool.effective_df is None and pool.shared_correlation == {}
+    assert pool.variance_for("c/w1") == (0.011, 4.0, "pooled")
