@@ -8,7 +8,7 @@ from those records, and keeps only the scripts' sections, in order: nothing in t
 Order: bench_fidelity (whose c=1 TPOT bench_client_overhead compares with), bench_client_overhead,
 bench_selection_cost, bench_engine_startup_decode, with --with-cpu-draft bench_cpu_draft (~40 min and
 ~10 GB of models; without it section 5 stays as that script last wrote it), bench_rerun (the default plan twice,
-~15 min), bench_decision_calibration, bench_host_load, bench_sampled_parity, bench_cpu_sampled
+~15 min), bench_decision_calibration (~30 min of simulation), bench_host_load, bench_sampled_parity, bench_cpu_sampled
 (builtin:cpu-sampled at temperature 0 and 0.7) and bench_cluster_cost (on paper, from bench_selection_cost's run: it
 runs only with it). Every script holds the machine's server lock while it measures.
 

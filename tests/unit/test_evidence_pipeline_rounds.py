@@ -282,3 +282,12 @@ def test_an_aa_control_is_judged_as_a_candidate_kept_apart_and_pooled() -> None:
     assert "g0_target_only.aa/w-c1" in throughput.members
     assert ev.policy.aa_control_rule is not None
     assert "g0_target_only.aa" not in ev.verdicts
+
+
+def test_the_latency_gates_are_judged_at_the_plans_level_at_every_look_the_speedup_at_the_looks() -> None:
+    # The speedup's accept spends its error over the looks; a latency limit is a guard judged at the plan's level.
+    entry = evidence([1.0] * 3, [0.8, 0.81, 0.79], policy=settings(looks=(3, 4))).entries[0]
+    assert entry.speedup is not None
+    assert entry.speedup.level == pytest.approx(LookSchedule.of_level((3, 4), 0.95).level_at(0))
+    assert entry.latency["ttft_mean"].level == entry.latency["e2e_mean"].level == 0.95
+    assert entry.decision.confidence.latency_intervals["max_ttft_regression_ratio"].level == 0.95

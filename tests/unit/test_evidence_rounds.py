@@ -13,11 +13,17 @@ from specselect._core.decision import Confidence, DecisionResult, SpeedupInterva
 from specselect._core.status import Decision, EvidenceStatus
 from specselect._evidence.rounds.design import TrackRound, round_order
 from specselect._evidence.rounds.drift import drift_check
-from specselect._evidence.rounds.estimate import estimate_metric, metric_rounds, pair_estimate, pool_variances
+from specselect._evidence.rounds.estimate import (
+    MetricRounds,
+    estimate_metric,
+    metric_rounds,
+    pair_estimate,
+    pool_variances,
+)
 from specselect._evidence.rounds.looks import deciding_look, look_points, pair_state, plan_rounds
-from specselect._evidence.rounds.table import round_table
+from specselect._evidence.rounds.table import RoundTable, round_table
 from specselect._evidence.samples import RequestSample
-from specselect.records.evidence.rounds import LookSchedule, PairLook, PairState
+from specselect.records.evidence.rounds import LookSchedule, PairLook, PairState, VariancePool
 
 ITEMS = ("a", "b", "c", "d")
 
@@ -174,28 +180,45 @@ def _rounds(y: list[float]) -> list[list[float]]:
     return [[math.exp(-v)] * 4 for v in y]
 
 
-def test_alike_pairs_pool_their_round_variances_and_degrees_of_freedom() -> None:
+def _pool(
+    y1: list[float], y2: list[float], blocks: dict[str, tuple[str, str, str]] | None = None
+) -> tuple[dict[str, RoundTable], dict[str, MetricRounds], VariancePool]:
     tables = {
-        "c/w1": round_table(side([[1.0] * 4] * 3), side(_rounds([0.50, 0.55, 0.45]))),
-        "c/w2": round_table(side([[1.0] * 4] * 3), side(_rounds([0.90, 0.96, 0.87]))),
+        "c/w1": round_table(side([[1.0] * 4] * len(y1)), side(_rounds(y1))),
+        "c/w2": round_table(side([[1.0] * 4] * len(y2)), side(_rounds(y2))),
     }
     per = {k: metric_rounds(t, "throughput") for k, t in tables.items()}
-    pool = pool_variances("throughput", per)
-    assert pool.homogeneous and pool.pooled_df == 4
+    return tables, per, pool_variances("throughput", per, blocks=blocks)
+
+
+def test_alike_pairs_whose_rounds_move_independently_pool_their_variances_and_degrees_of_freedom() -> None:
+    tables, per, pool = _pool([0.50, 0.55, 0.45], [0.90, 0.86, 0.94])  # residuals that do not move together
+    assert pool.homogeneous and pool.pooled_df == 4 and pool.effective_df == pytest.approx(4.0)
     assert pool.pooled_variance == pytest.approx(np.mean([per[k].round_variance for k in per]))
     est = estimate_metric(per["c/w1"], tables["c/w1"], key="c/w1", level=0.95, estimand="frozen_prompts", pool=pool)
     assert (est.variance_source, est.df, est.variance_used) == ("pooled", 4.0, pytest.approx(pool.pooled_variance))
 
 
-def test_pairs_whose_variances_differ_keep_their_own() -> None:
-    tables = {
-        "c/w1": round_table(side([[1.0] * 4] * 4), side(_rounds([0.50, 0.501, 0.499, 0.5005]))),
-        "c/w2": round_table(side([[1.0] * 4] * 4), side(_rounds([0.9, 1.3, 0.6, 1.1]))),
-    }
-    per = {k: metric_rounds(t, "throughput") for k, t in tables.items()}
-    pool = pool_variances("throughput", per)
+def test_pairs_whose_rounds_move_together_count_the_launches_they_share_as_fewer_degrees_of_freedom() -> None:
+    # The diagnostic can disagree: two scenarios of one candidate share its launches and their per-round ratios
+    # move together, so their four residual degrees of freedom carry little more than one pair's two.
+    tables, per, pool = _pool([0.50, 0.55, 0.45], [0.90, 0.96, 0.85])
+    assert pool.homogeneous and pool.pooled_df == 4
+    assert pool.shared_correlation["round"] > 0.9 and 2.0 <= pool.effective_df < 2.3
+    est = estimate_metric(per["c/w1"], tables["c/w1"], key="c/w1", level=0.95, estimand="frozen_prompts", pool=pool)
+    assert est.df == pytest.approx(pool.effective_df)
+    # The same numbers from two tracks' pairs: nothing shared, every degree of freedom counts.
+    apart = {"c/w1": ("b1", "c", "w1"), "c/w2": ("b2", "d", "w2")}
+    assert _pool([0.50, 0.55, 0.45], [0.90, 0.96, 0.85], apart)[2].effective_df == pytest.approx(4.0)
+
+
+def test_a_pair_whose_variance_is_clearly_larger_keeps_its_own_and_a_smaller_one_never_goes_below_the_pool() -> None:
+    _, per, pool = _pool([0.50, 0.501, 0.499, 0.5005], [0.9, 1.3, 0.6, 1.1])
     assert pool.bartlett_p is not None and pool.bartlett_p < 0.05 and not pool.homogeneous
-    assert pool.variance_for("c/w1") == (pytest.approx(per["c/w1"].round_variance), 3.0, "pair")
+    assert pool.variance_for("c/w2") == (pytest.approx(per["c/w2"].round_variance), 3.0, "pair")
+    variance, _, source = pool.variance_for("c/w1") or (0.0, 0.0, "")
+    assert source == "pooled" and variance == pytest.approx(pool.pooled_variance)
+    assert variance > 100 * (per["c/w1"].round_variance or 0.0)
 
 
 # -- looks -----------------------------------------------------------------------------------------------------
@@ -275,3 +298,21 @@ def test_a_ratio_that_climbs_every_round_is_flagged_and_noise_is_not() -> None:
     noisy = drift_check("throughput", (0, 1, 2, 3), (0.10, 0.16, 0.09, 0.14), 0.0004, 6.0)
     assert noisy is not None and not noisy.flagged
     assert drift_check("throughput", (0, 1), (0.1, 0.2), 0.0004, 6.0) is None  # two rounds: no slope test
+
+
+def test_a_pool_from_an_older_evidence_document_reads_and_counts_its_pairs_as_before() -> None:
+    # Estimate schema 1 wrote no effective df: such a pool still reads, with the df it was decided on.
+    old = {
+        "metric": "throughput",
+        "members": ["c/w1", "c/w2"],
+        "variances": [0.01, 0.012],
+        "dfs": [2, 2],
+        "pooled_variance": 0.011,
+        "pooled_df": 4,
+        "bartlett_statistic": 0.02,
+        "bartlett_p": 0.9,
+        "homogeneous": True,
+    }
+    pool = VariancePool.model_validate(old)
+    assert pool.effective_df is None and pool.shared_correlation == {}
+    assert pool.variance_for("c/w1") == (0.011, 4.0, "pooled")

@@ -1,17 +1,22 @@
 """How often the decision rule is right: simulated runs with a known truth, through the rule's own functions.
 
-A simulated run has one candidate measured on `pairs` workloads of `items` frozen prompts each, in the rounds
-of its `looks`. Every request is drawn from a noise model fitted to this host (docs/statistics.md):
+A simulated run has `candidates` candidates, each measured on `pairs` workloads of `items` frozen prompts, all
+paired with one baseline launch per round, in the rounds of its `looks`. Every request is drawn from a noise
+model (docs/statistics.md):
 
+- each prompt has its own output length (`tokens`, uniform), first-token time and decode rate; the candidate
+  decodes it `speedup x w` faster, w log-normal with sd `item_speedup_sd` (prompts differ in what the mechanism
+  gains), its first token is `ttft_ratio` times the baseline's;
+- the truth is the ratio of totals the estimand asks about: the frozen prompts' own (`truth = "frozen_prompts"`,
+  w rescaled so these prompts' noise-free ratio of totals is exactly `speedup`) or the population's the prompts
+  were drawn from (`truth = "population"`: the expected ratio of totals is exactly `speedup`, these prompts'
+  own ratio differs from it by their sampling);
 - each launch scales every request's times by exp(e), e = launch_sd x (sqrt(rho) g + sqrt(1 - rho) eps): g is
-  the round's effect, shared by the baseline and candidate launches of the round (`round_correlation` rho, the
-  correlation of adjacent launches), eps the launch's own; across the workloads measured in one launch g and
-  eps correlate `scenario_correlation`;
-- each request's E2E and TTFT get their own noise (`request_sd`; `ttft_request_sd` with `ttft_jitter_s`);
-- items differ in TTFT, decode rate and speedup (`item_speedup_sd`); the candidate's E2E is the baseline's over
-  the item's speedup, scaled so that the estimand's noise-free ratio of totals is exactly `speedup` (the frozen
-  items' own for frozen_prompts, the population's for traffic), and its TTFT is the baseline's times
-  `ttft_ratio`.
+  the round's effect, shared by every launch of the round (`round_correlation` rho), eps the launch's own; across
+  the workloads one launch measures, eps correlates `scenario_correlation`; a share `heavy_tail_share` of
+  launches is slower by `heavy_tail_shift` launch sds (a heavy tail); `drift_per_launch` adds a trend linear in
+  the launches' order (ABBA, `evidence.rounds.design`);
+- each request's E2E and TTFT get their own noise (`request_sd`; `ttft_request_sd` with `ttft_jitter_s`).
 
 Each look analyses the rounds so far with `pipeline.rounds.analyse_look` (pooled variances, the look's level),
 decides every pair with `pipeline.rounds.decide_pair` on the contract's evidence (p95 points from the same
@@ -23,7 +28,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -33,17 +39,32 @@ from specselect._core.pairing import PairEvidence, SideMetrics, build_pair_evide
 from specselect._core.status import Decision
 from specselect._evidence.pipeline.launches import SideLaunches
 from specselect._evidence.pipeline.rounds import PairEstimates, PairRounds, analyse_look, decide_pair
+from specselect._evidence.rounds.design import TrackRound, round_order
+from specselect._evidence.rounds.estimate import t_quantile
 from specselect._evidence.rounds.looks import deciding_look, look_points, pair_state, plan_rounds
 from specselect._evidence.samples import RequestSample
-from specselect.records.evidence.rounds import Estimand, LookSchedule, PairLook
+from specselect.records.evidence.rounds import Estimand, LookSchedule, PairLook, RoundEstimate
 
-__all__ = ["CalibrationCase", "CaseResult", "NoiseModel", "simulate_case"]
+__all__ = [
+    "CalibrationCase",
+    "CaseResult",
+    "NoiseModel",
+    "Prompts",
+    "Truth",
+    "draw_prompts",
+    "launch_effects",
+    "simulate_case",
+]
 
-_TOKENS = 32
 _BASE_RATE = 22.0
 """Tokens per second of the simulated baseline (SmolLM2-135M on 2 cores, float32)."""
+_RATE_SD = 0.1
 _BASE_TTFT = 0.15
-_CANDIDATE = "candidate"
+_TTFT_SD = 0.4
+_BASELINE = "baseline"
+_COVERAGE_LEVEL = 0.95
+
+Truth = Literal["frozen_prompts", "population"]
 
 
 class NoiseModel(BaseModel):
@@ -54,15 +75,21 @@ class NoiseModel(BaseModel):
     launch_sd: float = Field(ge=0)
     """Standard deviation of a launch's log time factor."""
     round_correlation: float = Field(default=0.7, ge=0, le=1)
-    """Correlation of the baseline's and the candidate's launch factors in one round."""
+    """Correlation of the launch factors of one round (the part the round shares)."""
     scenario_correlation: float = Field(default=0.0, ge=0, le=1)
-    """Correlation of one launch's factors across the workloads it measured."""
+    """Correlation of one launch's own factor across the workloads it measured (1: a launch is one draw)."""
     request_sd: float = Field(default=0.05, ge=0)
     """A request's own E2E noise (log scale)."""
     ttft_request_sd: float = Field(default=0.03, ge=0)
     ttft_jitter_s: float = Field(default=0.010, ge=0)
     """A request's own TTFT noise: sqrt((jitter / ttft)^2 + ttft_request_sd^2) on the log scale, so a short
     prompt's first token is the noisier one (this host: ~12 % at 90 ms, ~5 % at 300 ms)."""
+    heavy_tail_share: float = Field(default=0.0, ge=0, le=1)
+    """Share of launches that are slow outliers."""
+    heavy_tail_shift: float = Field(default=3.0, ge=0)
+    """How much slower an outlier launch is, in launch sds of the log time factor."""
+    drift_per_launch: float = 0.0
+    """A trend in the log time factor per launch, in launch order (0.01: each launch 1 % slower)."""
 
 
 class CalibrationCase(BaseModel):
@@ -71,19 +98,23 @@ class CalibrationCase(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     speedup: float = Field(gt=0)
-    """The estimand's true ratio of totals: the frozen items' (frozen_prompts), or the population's the items
-    are drawn from (traffic)."""
+    """The true ratio of totals (the frozen prompts' or the population's, by `truth`)."""
     ttft_ratio: float = Field(default=1.0, gt=0)
-    """The candidate's true TTFT over the baseline's, every item."""
+    """The candidate's true TTFT over the baseline's, every prompt."""
     noise: NoiseModel
     items: int = Field(default=8, ge=2)
     pairs: int = Field(default=2, ge=1)
-    """Workloads of the one candidate (pairs whose variances the rule pools)."""
+    """Workloads each candidate is measured on."""
+    candidates: int = Field(default=1, ge=1)
+    """Candidates paired with the one baseline launch of each round."""
     looks: tuple[int, ...] = (3,)
     confidence_level: float = 0.95
     latency_gate: LatencyGate = "not_clearly_worse"
     estimand: Estimand = "frozen_prompts"
+    truth: Truth = "frozen_prompts"
     item_speedup_sd: float = Field(default=0.1, ge=0)
+    tokens: tuple[int, int] = (20, 200)
+    """The range of a prompt's output tokens (uniform, both ends included)."""
 
 
 class CaseResult(BaseModel):
@@ -97,72 +128,128 @@ class CaseResult(BaseModel):
     accept_rate: float
     """Share of pairs accepted (a false accept when the truth is at or below the minimum)."""
     coverage: float
-    """Share of pairs whose first look's interval held the truth."""
+    """Share of pairs whose first look's interval (at `first_look_level`) held the truth."""
     miss_low: float
     """Share of first-look intervals entirely above the truth (the side a false accept comes from)."""
     miss_high: float
     """Share of first-look intervals entirely below the truth."""
+    coverage_95: float
+    """The same first look's estimate with a 95 % interval (its se and df at that level): the level the
+    issue's coverage target is stated at."""
+    miss_low_95: float
+    miss_high_95: float
     ttft_pass_rate: float
-    """Share of pairs whose TTFT p95 point and mean gate both passed at the deciding look."""
+    """Share of pairs whose TTFT p95 point and mean gate both passed at the deciding look (the rest: refused)."""
     mean_rounds: float
-    """Rounds the candidate ran, on average."""
+    """Rounds the candidates ran, on average."""
     first_look_level: float
+    frozen_truth_gap: float = 0.0
+    """Mean |log(the frozen prompts' own ratio / the truth)| over the pairs: 0 when the truth is theirs."""
 
 
 @dataclass(frozen=True)
-class _Items:
+class Prompts:
+    """One workload's frozen prompts: their noise-free times on both sides."""
+
+    tokens: np.ndarray
     ttft: np.ndarray
-    base_e2e: np.ndarray
-    cand_e2e: np.ndarray
+    decode: np.ndarray
+    """The baseline's decode seconds."""
+    gain: np.ndarray
+    """w: how much more (or less) than the typical prompt the mechanism speeds this one's decode."""
+    scale: float
+    """The typical decode speedup: the candidate decodes a prompt in decode / (scale x w)."""
+    ttft_ratio: float
+
+    @property
+    def base_e2e(self) -> np.ndarray:
+        return np.asarray(self.ttft + self.decode)
+
+    @property
+    def cand_e2e(self) -> np.ndarray:
+        return np.asarray(self.ttft * self.ttft_ratio + self.decode / (self.scale * self.gain))
+
+    @property
+    def own_ratio(self) -> float:
+        """These prompts' noise-free ratio of totals (baseline / candidate time): their own speedup."""
+        return float(np.sum(self.base_e2e) / np.sum(self.cand_e2e))
 
 
-def _items(case: CalibrationCase, rng: np.random.Generator) -> _Items:
-    ttft = _BASE_TTFT * np.exp(rng.normal(0.0, 0.4, case.items))
-    decode = _TOKENS / (_BASE_RATE * np.exp(rng.normal(0.0, 0.1, case.items)))
-    base = ttft + decode
-    w = np.exp(rng.normal(0.0, case.item_speedup_sd, case.items))
-    if case.estimand == "frozen_prompts":
-        w = w * float(np.sum(base / w) / np.sum(base))  # sum(base) / sum(base / w) = 1: these items' truth
-    else:
-        w = w * math.exp(case.item_speedup_sd**2 / 2.0)  # E[1 / w] = 1: the population's truth
-    cand = base / (case.speedup * w)
-    floor = ttft * case.ttft_ratio * 1.05  # a candidate request still decodes after its first token
-    return _Items(ttft=ttft, base_e2e=base, cand_e2e=np.maximum(cand, floor))
+def _decode_scale(case: CalibrationCase, ttft: np.ndarray, decode: np.ndarray, gain: np.ndarray) -> float:
+    """The typical decode speedup that makes the truth's ratio of totals exactly `case.speedup`."""
+    q = case.ttft_ratio
+    if case.truth == "frozen_prompts":
+        spent, inverse_gain = float(np.sum(ttft + decode)), float(np.sum(decode / gain))
+        first = q * float(np.sum(ttft))
+    else:  # expectations of the population the prompts are drawn from (log-normal factors, uniform tokens)
+        mean_ttft = _BASE_TTFT * math.exp(_TTFT_SD**2 / 2.0)
+        mean_decode = (sum(case.tokens) / 2.0) / _BASE_RATE * math.exp(_RATE_SD**2 / 2.0)
+        spent, first = mean_ttft + mean_decode, q * mean_ttft
+        inverse_gain = mean_decode * math.exp(case.item_speedup_sd**2 / 2.0)
+    left = spent / case.speedup - first
+    if left <= 0:
+        raise ValueError(f"speedup {case.speedup} with ttft_ratio {q}: the first tokens alone exceed the time")
+    return inverse_gain / left
 
 
-def _effects(case: CalibrationCase, rng: np.random.Generator, rounds: int) -> np.ndarray:
-    """Log time factors, shape (rounds, 2 sides, pairs)."""
-    noise = case.noise
+def draw_prompts(case: CalibrationCase, rng: np.random.Generator) -> Prompts:
+    """One workload's prompts, drawn from the case's population."""
+    low, high = case.tokens
+    tokens = rng.integers(low, high + 1, case.items).astype(np.float64)
+    ttft = _BASE_TTFT * np.exp(rng.normal(0.0, _TTFT_SD, case.items))
+    decode = tokens / (_BASE_RATE * np.exp(rng.normal(0.0, _RATE_SD, case.items)))
+    gain = np.exp(rng.normal(0.0, case.item_speedup_sd, case.items))
+    scale = _decode_scale(case, ttft, decode, gain)
+    return Prompts(tokens=tokens, ttft=ttft, decode=decode, gain=gain, scale=scale, ttft_ratio=case.ttft_ratio)
 
-    def shared(shape: tuple[int, ...]) -> np.ndarray:
-        common = rng.normal(0.0, 1.0, (*shape, 1))
-        own = rng.normal(0.0, 1.0, (*shape, case.pairs))
-        k = noise.scenario_correlation
-        return np.asarray(math.sqrt(k) * common + math.sqrt(1.0 - k) * own)
 
-    rho = noise.round_correlation
-    round_part = shared((rounds,))[:, None, :]
-    launch_part = shared((rounds, 2))
-    return np.asarray(noise.launch_sd * (math.sqrt(rho) * round_part + math.sqrt(1.0 - rho) * launch_part))
+def _groups(case: CalibrationCase) -> tuple[str, ...]:
+    return (_BASELINE, *(f"candidate{k}" for k in range(case.candidates)))
+
+
+def _positions(case: CalibrationCase, rounds: int) -> np.ndarray:
+    """Each launch's place in the run's launch order, shape (rounds, groups): the design's ABBA order."""
+    groups = _groups(case)
+    track = TrackRound(baseline=groups[0], members=groups[1:])
+    out = np.zeros((rounds, len(groups)))
+    for r in range(rounds):
+        order = round_order([track], r)
+        out[r] = [r * len(groups) + order.index(g) for g in groups]
+    return out
+
+
+def launch_effects(case: CalibrationCase, rng: np.random.Generator, rounds: int) -> np.ndarray:
+    """Log time factors of every launch, shape (rounds, groups: the baseline then the candidates, workloads)."""
+    noise, sides = case.noise, 1 + case.candidates
+    k, rho = noise.scenario_correlation, noise.round_correlation
+    round_part = rng.normal(0.0, 1.0, (rounds, 1, 1))
+    own = math.sqrt(k) * rng.normal(0.0, 1.0, (rounds, sides, 1)) + math.sqrt(1.0 - k) * rng.normal(
+        0.0, 1.0, (rounds, sides, case.pairs)
+    )
+    effects = noise.launch_sd * (math.sqrt(rho) * round_part + math.sqrt(1.0 - rho) * own)
+    slow = rng.random((rounds, sides, 1)) < noise.heavy_tail_share
+    effects = effects + slow * noise.heavy_tail_shift * noise.launch_sd
+    return np.asarray(effects + noise.drift_per_launch * _positions(case, rounds)[:, :, None])
 
 
 def _samples(
-    case: CalibrationCase, items: _Items, effects: np.ndarray, rng: np.random.Generator, side: int, pair: int
+    case: CalibrationCase, prompts: Prompts, effects: np.ndarray, rng: np.random.Generator, side: int
 ) -> tuple[RequestSample, ...]:
+    """One side's requests in every round (`effects`: its launches' log factors, one per round)."""
     out: list[RequestSample] = []
-    e2e0 = items.base_e2e if side == 0 else items.cand_e2e
-    ttft0 = items.ttft if side == 0 else items.ttft * case.ttft_ratio
-    for r in range(effects.shape[0]):
-        factor = math.exp(float(effects[r, side, pair]))
+    e2e0 = prompts.base_e2e if side == 0 else prompts.cand_e2e
+    ttft0 = prompts.ttft if side == 0 else prompts.ttft * case.ttft_ratio
+    sd = np.sqrt((case.noise.ttft_jitter_s / ttft0) ** 2 + case.noise.ttft_request_sd**2)
+    for r, effect in enumerate(effects):
+        factor = math.exp(float(effect))
         e2e = e2e0 * factor * np.exp(rng.normal(0.0, case.noise.request_sd, case.items))
-        sd = np.sqrt((case.noise.ttft_jitter_s / ttft0) ** 2 + case.noise.ttft_request_sd**2)
         ttft = np.minimum(ttft0 * factor * np.exp(rng.normal(0.0, 1.0, case.items) * sd), e2e * 0.95)
         out.extend(
             RequestSample(
                 item_id=f"i{i}",
                 repeat=r,
                 launch=r,
-                completion_tokens=_TOKENS,
+                completion_tokens=int(prompts.tokens[i]),
                 ttft_s=float(ttft[i]),
                 e2e_s=float(e2e[i]),
                 decode_s=float(e2e[i] - ttft[i]),
@@ -172,8 +259,8 @@ def _samples(
     return tuple(out)
 
 
-def _p95_ms(samples: Sequence[RequestSample], field: str, rounds: int) -> float:
-    values = [getattr(s, field) * 1000.0 for s in samples if s.launch < rounds]
+def _p95_ms(samples: Sequence[RequestSample], field_name: str, rounds: int) -> float:
+    values = [getattr(s, field_name) * 1000.0 for s in samples if s.launch < rounds]
     return float(np.percentile(values, 95))
 
 
@@ -207,75 +294,110 @@ def _evidence(pair: PairRounds, estimates: PairEstimates, rounds: int) -> PairEv
 class _Tally:
     pairs: int = 0
     accepts: int = 0
-    covered: int = 0
-    low: int = 0
-    high: int = 0
+    covered: list[int] = field(default_factory=lambda: [0, 0, 0, 0, 0, 0])
+    """covered, low, high at the look's level; the same at 95 %."""
     ttft_pass: int = 0
-    rounds: int = 0
+    rounds: float = 0.0
     runs: int = 0
+    truth_gap: float = 0.0
+
+
+@dataclass(frozen=True)
+class _Run:
+    """One simulated run's measurements: every pair, each workload's prompts."""
+
+    pairs: tuple[PairRounds, ...]
+    prompts: tuple[Prompts, ...]
+
+
+def _draw_run(case: CalibrationCase, rng: np.random.Generator, rounds: int) -> _Run:
+    effects = launch_effects(case, rng, rounds)
+    prompts = tuple(draw_prompts(case, rng) for _ in range(case.pairs))
+    pairs: list[PairRounds] = []
+    for w, p in enumerate(prompts):
+        base = SideLaunches(runs=(), records=[], samples=_samples(case, p, effects[:, 0, w], rng, 0))
+        for k, name in enumerate(_groups(case)[1:], start=1):
+            cand = SideLaunches(runs=(), records=[], samples=_samples(case, p, effects[:, k, w], rng, k))
+            pairs.append(PairRounds(f"{name}/w{w}", name, f"w{w}", base, cand, excluded={}, track=_BASELINE))
+    return _Run(pairs=tuple(pairs), prompts=prompts)
+
+
+def _upto(pair: PairRounds, rounds: int) -> PairRounds:
+    """A pair whose candidate stopped after `rounds` rounds (its baseline ran on for others)."""
+    side = pair.candidate_side.upto(rounds)
+    return PairRounds(pair.key, pair.candidate, pair.scenario, pair.baseline, side, pair.excluded, track=pair.track)
+
+
+_History = dict[str, dict[int, tuple[DecisionResult, PairEstimates]]]
+
+
+def _pair_look(p: PairRounds, history: _History, look: int, rounds: int, level: float) -> PairLook:
+    chosen = history[p.key][deciding_look({k: d for k, (d, _) in history[p.key].items()})][0]
+    state, why = pair_state(chosen)
+    return PairLook(
+        candidate=p.candidate,
+        scenario=p.scenario,
+        state=state,
+        why=why,
+        decision=chosen.decision.value,
+        reason=chosen.reason,
+        look=look,
+        rounds=rounds,
+        level=level,
+    )
 
 
 def _one_run(case: CalibrationCase, rng: np.random.Generator, tally: _Tally) -> None:
     schedule = LookSchedule.of_level(case.looks, case.confidence_level)
     thresholds = Thresholds(latency_gate=case.latency_gate)
-    effects = _effects(case, rng, schedule.max_rounds)
-    pairs = []
-    for w in range(case.pairs):
-        items = _items(case, rng)
-        base, cand = _samples(case, items, effects, rng, 0, w), _samples(case, items, effects, rng, 1, w)
-        sides = (SideLaunches(runs=(), records=[], samples=base), SideLaunches(runs=(), records=[], samples=cand))
-        pairs.append(PairRounds(f"{_CANDIDATE}/w{w}", _CANDIDATE, f"w{w}", *sides, excluded={}))
-    history: dict[str, dict[int, tuple[DecisionResult, PairEstimates]]] = {p.key: {} for p in pairs}
-    rounds = 0
+    run = _draw_run(case, rng, schedule.max_rounds)
+    history: _History = {p.key: {} for p in run.pairs}
+    ran = dict.fromkeys(_groups(case)[1:], 0)
+    active = set(ran)
     for point in look_points(schedule, schedule.max_rounds):
-        analysis = analyse_look(pairs, point, estimand=case.estimand, basis="e2e")
-        rounds = point.rounds
+        pairs = [p if p.candidate in active else _upto(p, ran[p.candidate]) for p in run.pairs]
+        analysis = analyse_look(pairs, point, estimand=case.estimand, basis="e2e", latency_level=case.confidence_level)
         looks = []
         for p in pairs:
-            est = analysis.pairs[p.key]
-            decision = decide_pair(_evidence(p, est, point.rounds), est, thresholds)
-            history[p.key][point.look] = (decision, est)
-            chosen = history[p.key][deciding_look({k: d for k, (d, _) in history[p.key].items()})][0]
-            state, why = pair_state(chosen)
-            looks.append(
-                PairLook(
-                    candidate=_CANDIDATE,
-                    scenario=p.scenario,
-                    state=state,
-                    why=why,
-                    decision=chosen.decision.value,
-                    reason=chosen.reason,
-                    look=point.look,
-                    rounds=point.rounds,
-                    level=point.level,
-                )
-            )
-        if not plan_rounds(looks, (_CANDIDATE,), schedule, point.rounds).continuing:
+            if p.candidate in active:
+                est = analysis.pairs[p.key]
+                history[p.key][point.look] = (decide_pair(_evidence(p, est, point.rounds), est, thresholds), est)
+            looks.append(_pair_look(p, history, point.look, point.rounds, point.level))
+        ran.update(dict.fromkeys(active, point.rounds))
+        active = set(plan_rounds(looks, tuple(sorted(active)), schedule, point.rounds).continuing)
+        if not active:
             break
-    _count(case, history, tally, rounds)
+    _count(case, run, history, tally, sum(ran.values()) / len(ran))
 
 
-def _count(
-    case: CalibrationCase,
-    history: dict[str, dict[int, tuple[DecisionResult, PairEstimates]]],
-    tally: _Tally,
-    rounds: int,
-) -> None:
+def _cover(tally: _Tally, truth: float, estimate: RoundEstimate) -> None:
+    if estimate.low is None or estimate.high is None or estimate.point is None or estimate.se_log is None:
+        return
+    reach = t_quantile(_COVERAGE_LEVEL, estimate.df) * estimate.se_log
+    centre = math.log(estimate.point)
+    for offset, (low, high) in enumerate(
+        ((estimate.low, estimate.high), (math.exp(centre - reach), math.exp(centre + reach)))
+    ):
+        tally.covered[3 * offset] += low <= truth <= high
+        tally.covered[3 * offset + 1] += low > truth
+        tally.covered[3 * offset + 2] += high < truth
+
+
+def _count(case: CalibrationCase, run: _Run, history: _History, tally: _Tally, rounds: float) -> None:
     tally.runs += 1
     tally.rounds += rounds
-    for looks in history.values():
+    for pair in run.pairs:
+        looks = history[pair.key]
         final, final_est = looks[deciding_look({k: d for k, (d, _) in looks.items()})]
-        first = looks[min(looks)][1].speedup
         tally.pairs += 1
         tally.accepts += final.decision is Decision.ACCEPT
-        if first.low is not None and first.high is not None:
-            tally.covered += first.low <= case.speedup <= first.high
-            tally.low += first.low > case.speedup
-            tally.high += first.high < case.speedup
+        _cover(tally, case.speedup, looks[min(looks)][1].speedup)
         ttft_ok = (
             final.checks.get("max_ttft_regression_ratio") is True and final.checks.get("ttft_mean_gate") is not False
         )
         tally.ttft_pass += ttft_ok and final_est.ttft.has_interval
+        own = run.prompts[int(pair.scenario[1:])].own_ratio
+        tally.truth_gap += abs(math.log(own / case.speedup))
 
 
 def simulate_case(case: CalibrationCase, runs: int, seed: int = 0) -> CaseResult:
@@ -285,15 +407,20 @@ def simulate_case(case: CalibrationCase, runs: int, seed: int = 0) -> CaseResult
     for _ in range(runs):
         _one_run(case, rng, tally)
     n = max(1, tally.pairs)
+    cov = [c / n for c in tally.covered]
     return CaseResult(
         case=case,
         runs=runs,
         seed=seed,
         accept_rate=tally.accepts / n,
-        coverage=tally.covered / n,
-        miss_low=tally.low / n,
-        miss_high=tally.high / n,
+        coverage=cov[0],
+        miss_low=cov[1],
+        miss_high=cov[2],
+        coverage_95=cov[3],
+        miss_low_95=cov[4],
+        miss_high_95=cov[5],
         ttft_pass_rate=tally.ttft_pass / n,
         mean_rounds=tally.rounds / max(1, tally.runs),
         first_look_level=LookSchedule.of_level(case.looks, case.confidence_level).level_at(0),
+        frozen_truth_gap=tally.truth_gap / n,
     )

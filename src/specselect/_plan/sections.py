@@ -488,7 +488,8 @@ class ThresholdsConfig(PlanSection):
     latency_gate: Literal["not_clearly_worse", "shown_within"] = Field(
         default="not_clearly_worse",
         description="what the mean TTFT and E2E ratios (paired by round) must show for an accept: not clearly "
-        "above their limits (interval low <= limit), or shown within them (interval high <= limit)",
+        "above their limits (interval low <= limit), or shown within them (interval high <= limit); the intervals "
+        "are at confidence_level at every look",
     )
     estimand: Literal["frozen_prompts", "traffic"] = Field(
         default="frozen_prompts",

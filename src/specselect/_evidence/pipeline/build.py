@@ -206,7 +206,9 @@ def _measure(base: MeasuredGroup, cand: MeasuredGroup, key: ScenarioKey, inputs:
     parity, parity_pass, sampled = _quality(pair, records, (base.group, cand.group), key, inputs.settings)
     sides = [*(("baseline", run) for run in base_side.runs), *(("candidate", run) for run in cand_side.runs)]
     excluded = excluded_rounds(sides, inputs.settings.host_foreign_cpu_share_limit)
-    rounds = PairRounds(f"{cand.group}/{key.name}", cand.group, key.name, base_side, cand_side, excluded)
+    rounds = PairRounds(
+        f"{cand.group}/{key.name}", cand.group, key.name, base_side, cand_side, excluded, track=base.group
+    )
     return _Measured(base, cand, key, pair, parity, parity_pass, rounds, sampled)
 
 
@@ -468,7 +470,11 @@ def build_evidence(
     history: dict[str, list[_Decided]] = {m.rounds.key: [] for m in measured}
     analyses = [
         analyse_look(
-            [m.rounds for m in measured], point, estimand=settings.estimand, basis=settings.bootstrap.throughput_basis
+            [m.rounds for m in measured],
+            point,
+            estimand=settings.estimand,
+            basis=settings.bootstrap.throughput_basis,
+            latency_level=settings.bootstrap.level,
         )
         for point in settings.points(_rounds_done(measured))
     ]

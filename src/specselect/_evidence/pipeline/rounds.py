@@ -41,6 +41,8 @@ class PairRounds:
     baseline: SideLaunches
     candidate_side: SideLaunches
     excluded: Mapping[int, str]
+    track: str = ""
+    """The baseline group both sides' rounds are paired with: pairs of one track share its launches."""
 
 
 class PairEstimates(BaseModel):
@@ -90,14 +92,24 @@ def _table(pair: PairRounds, rounds: int, basis: ThroughputBasis) -> RoundTable:
 
 
 def analyse_look(
-    pairs: Sequence[PairRounds], point: LookPoint, *, estimand: Estimand, basis: ThroughputBasis
+    pairs: Sequence[PairRounds],
+    point: LookPoint,
+    *,
+    estimand: Estimand,
+    basis: ThroughputBasis,
+    latency_level: float | None = None,
 ) -> LookAnalysis:
-    """Every pair's speedup and mean-latency estimates at `point`, variances pooled per metric over the run."""
+    """Every pair's speedup and mean-latency estimates at `point`, variances pooled per metric over the run.
+
+    The speedup's interval is at the look's level (the accept's error spent over the looks); the mean-latency
+    intervals at `latency_level` (the plan's level: a guard judged at every look, `None`: the look's level)."""
     tables = {p.key: _table(p, point.rounds, basis) for p in pairs}
     per_metric: dict[Metric, dict[str, MetricRounds]] = {
         metric: {key: metric_rounds(table, metric) for key, table in tables.items()} for metric in METRICS
     }
-    pools = {metric: pool_variances(metric, per_metric[metric]) for metric in METRICS}
+    blocks = {p.key: (p.track, p.candidate, p.scenario) for p in pairs}
+    pools = {metric: pool_variances(metric, per_metric[metric], blocks=blocks) for metric in METRICS}
+    levels = {metric: point.level if metric == "throughput" else latency_level or point.level for metric in METRICS}
     out: dict[str, PairEstimates] = {}
     for key, table in tables.items():
         est = {
@@ -105,7 +117,7 @@ def analyse_look(
                 per_metric[metric][key],
                 table,
                 key=key,
-                level=point.level,
+                level=levels[metric],
                 estimand=estimand,
                 pool=pools[metric],
                 basis=basis,

@@ -11,7 +11,8 @@ RULE = (
     "e2e_p95_ratio <= max AND peak memory <= budget -> accept, else tune; the speedup is the paired-round "
     "estimate (exp of the mean per-round log ratio) and an accept needs its interval's low >= the minimum "
     "(insufficient_confidence) with launch variation in it (no_launch_replication: one round); the mean TTFT and "
-    "mean E2E ratios, paired by round, must not lie clearly above their limits (interval low > limit: "
+    "mean E2E ratios, paired by round, with intervals at the plan's level at every look, must not lie clearly "
+    "above their limits (interval low > limit: "
     "ttft_mean_regression, e2e_mean_regression) and, with latency_gate = shown_within, must lie within them "
     "(insufficient_latency_confidence)"
 )

@@ -39,7 +39,7 @@ from specselect.records.evidence.rounds import (
 )
 from specselect.records.evidence.stats import ThroughputBasis
 
-__all__ = ["MetricRounds", "estimate_metric", "metric_rounds", "pair_estimate", "pool_variances", "t_quantile"]
+__all__ = ["Block", "MetricRounds", "estimate_metric", "metric_rounds", "pair_estimate", "pool_variances", "t_quantile"]
 
 
 _STATISTIC: dict[Metric, str] = {
@@ -123,10 +123,88 @@ def _bartlett(variances: Sequence[float], dfs: Sequence[int]) -> tuple[float, fl
     return statistic, float(scipy_stats.chi2.sf(statistic, k - 1))
 
 
+Block = tuple[str, str, str]
+"""What a pair's rounds are measured in: (track: its baseline group, candidate, scenario)."""
+
+_SHARED: dict[tuple[bool, bool], str] = {
+    (True, False): "candidate_launch",
+    (False, True): "baseline_measurement",
+    (False, False): "baseline_launch",
+}
+"""(same candidate, same scenario) of two pairs of one track -> what their rounds share: both launches (the
+candidate's measures both scenarios), the baseline's very requests (two candidates on one scenario), or the
+baseline's launch (two candidates, two scenarios)."""
+
+
+def _sharing(a: str, b: str, blocks: Mapping[str, Block] | None) -> str | None:
+    """What pairs `a` and `b` share in a round (None: nothing, another track's launches)."""
+    if blocks is None or a not in blocks or b not in blocks:
+        return "round"
+    (track_a, cand_a, scen_a), (track_b, cand_b, scen_b) = blocks[a], blocks[b]
+    if track_a != track_b:
+        return None
+    return _SHARED[(cand_a == cand_b, scen_a == scen_b)]
+
+
+def _residuals(m: MetricRounds) -> dict[int, float]:
+    mean = float(np.mean(m.log_ratios))
+    return {r: y - mean for r, y in zip(m.rounds, m.log_ratios, strict=True)}
+
+
+def _shared_covariances(
+    pairs: Mapping[str, MetricRounds], members: Sequence[str], blocks: Mapping[str, Block] | None
+) -> dict[str, float]:
+    """Per kind of sharing, the covariance of two pairs' per-round log ratios in one round (method of moments
+    from the cross-products of their residuals in the rounds both measured, each pair centred on its own mean)."""
+    sums: dict[str, list[float]] = {}
+    res = {k: _residuals(pairs[k]) for k in members}
+    for i, a in enumerate(members):
+        for b in members[i + 1 :]:
+            kind = _sharing(a, b, blocks)
+            shared = sorted(set(res[a]) & set(res[b]))
+            if kind is None or not shared:
+                continue
+            n_a, n_b, m = len(res[a]), len(res[b]), len(shared)
+            acc = sums.setdefault(kind, [0.0, 0.0])
+            acc[0] += sum(res[a][r] * res[b][r] for r in shared)
+            acc[1] += m * (1.0 - 1.0 / n_a - 1.0 / n_b + m / (n_a * n_b))
+    return {kind: num / den for kind, (num, den) in sums.items() if den > 0}
+
+
+def _effective_df(
+    pairs: Mapping[str, MetricRounds],
+    members: Sequence[str],
+    blocks: Mapping[str, Block] | None,
+    covariances: Mapping[str, float],
+    pooled: float,
+) -> float:
+    """The pooled variance's degrees of freedom when pairs measured in the same launches are correlated:
+    2 E[V]^2 / Var[V] of V = sum of squared residuals / sum (R_p - 1) under the block model (the matching scaled
+    chi-square), the covariances clipped to [0, pooled]. Equals sum (R_p - 1) when nothing is shared."""
+    between = np.zeros((len(members), len(members)))
+    for i, a in enumerate(members):
+        for j, b in enumerate(members):
+            kind = _sharing(a, b, blocks) if i != j else None
+            between[i, j] = pooled if i == j else min(pooled, max(0.0, covariances.get(kind, 0.0))) if kind else 0.0
+    pair = np.array([i for i, k in enumerate(members) for _ in pairs[k].rounds])
+    rounds = np.array([r for k in members for r in pairs[k].rounds])
+    sizes = np.array([len(pairs[k].rounds) for k in members], dtype=np.float64)[pair]
+    same_pair = pair[:, None] == pair[None, :]
+    centre = same_pair * (np.eye(len(pair)) - 1.0 / sizes[:, None])
+    sigma = (rounds[:, None] == rounds[None, :]) * between[pair][:, pair]
+    product = centre @ sigma
+    return float(np.trace(product) ** 2 / np.trace(product @ product))
+
+
 def pool_variances(
-    metric: Metric, pairs: Mapping[str, MetricRounds], homogeneity_alpha: float = HOMOGENEITY_ALPHA
+    metric: Metric,
+    pairs: Mapping[str, MetricRounds],
+    homogeneity_alpha: float = HOMOGENEITY_ALPHA,
+    blocks: Mapping[str, Block] | None = None,
 ) -> VariancePool:
-    """Pool the round variances of every pair with two or more rounds and a positive variance."""
+    """Pool the round variances of every pair with two or more rounds and a positive variance; its degrees of
+    freedom count what the pairs share (`blocks`: each pair's track, candidate and scenario; None: every pair
+    shares every round's launches)."""
     members = sorted(k for k, m in pairs.items() if m.round_variance is not None and m.round_variance > 0)
     variances = tuple(float(pairs[k].round_variance or 0.0) for k in members)
     dfs = tuple(pairs[k].round_df for k in members)
@@ -134,9 +212,13 @@ def pool_variances(
     pooled = sum(v * d for v, d in zip(variances, dfs, strict=True)) / total_df if total_df else None
     statistic = p_value = None
     homogeneous = len(members) >= 2
-    if len(members) >= 2:
+    covariances: dict[str, float] = {}
+    effective = None
+    if len(members) >= 2 and pooled:
         statistic, p_value = _bartlett(variances, dfs)
         homogeneous = p_value >= homogeneity_alpha
+        covariances = _shared_covariances(pairs, members, blocks)
+        effective = min(float(total_df), _effective_df(pairs, members, blocks, covariances, pooled))
     return VariancePool(
         metric=metric,
         members=tuple(members),
@@ -148,6 +230,8 @@ def pool_variances(
         bartlett_p=p_value,
         homogeneous=homogeneous,
         homogeneity_alpha=homogeneity_alpha,
+        effective_df=effective,
+        shared_correlation={k: round(v / pooled, 6) for k, v in covariances.items()} if pooled else {},
     )
 
 

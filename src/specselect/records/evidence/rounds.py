@@ -107,7 +107,9 @@ class DriftCheck(BaseModel):
 Metric = Literal["throughput", "ttft_mean", "e2e_mean"]
 
 
-ESTIMATE_SCHEMA_VERSION = 1
+ESTIMATE_SCHEMA_VERSION = 2
+"""2: a pooled variance's df counts what the pairs share (`VariancePool.effective_df`); a heterogeneous pool
+never gives a pair a variance below the pool's."""
 
 
 HOMOGENEITY_ALPHA = 0.05
@@ -136,13 +138,32 @@ class VariancePool(BaseModel):
     homogeneous: bool
     """Bartlett's p >= `homogeneity_alpha` (pairs then use `pooled_variance`); False: each pair its own."""
     homogeneity_alpha: float = HOMOGENEITY_ALPHA
+    effective_df: float | None = None
+    """Since estimate schema 2: the pooled variance's degrees of freedom once the correlation of pairs measured
+    in the same launches is counted (`pooled_df` when nothing is shared; None in older documents)."""
+    shared_correlation: dict[str, float] = {}
+    """Since estimate schema 2: per kind of sharing (`candidate_launch`: one candidate's scenarios;
+    `baseline_measurement`: two candidates on one scenario; `baseline_launch`: two candidates, two scenarios;
+    `round`: pairs whose launches are unknown), the estimated correlation of two pairs' per-round log ratios."""
+
+    @property
+    def df(self) -> float:
+        """The pooled variance's degrees of freedom the intervals use."""
+        return self.effective_df if self.effective_df is not None else float(self.pooled_df)
 
     def variance_for(self, pair: str) -> tuple[float, float, VarianceSource] | None:
-        """(variance, df, source) a member uses; None for a pair outside the pool."""
+        """(variance, df, source) a member uses; None for a pair outside the pool. Pooled when the pairs'
+        variances are alike; otherwise a pair's own when it is the larger, the pool's when its own is smaller:
+        choosing the smaller of two chance-different variances after a test would make the interval too narrow
+        (under equal variances the pooled one is independent of the test's verdict)."""
         if pair not in self.members:
             return None
-        if self.homogeneous and self.pooled_variance is not None and len(self.members) >= 2:
-            return self.pooled_variance, float(self.pooled_df), "pooled"
+        pooled = self.pooled_variance
+        if pooled is not None and len(self.members) >= 2:
+            index = self.members.index(pair)
+            if self.homogeneous or self.variances[index] <= pooled:
+                return pooled, self.df, "pooled"
+            return self.variances[index], float(self.dfs[index]), "pair"
         index = self.members.index(pair)
         return self.variances[index], float(self.dfs[index]), "pair"
 
