@@ -14,8 +14,8 @@ GatedRepo), `corrupt` (served with one byte changed, same size, the listing unch
 answers 500), `cut_once` (the first GET closes the connection
 before the last MiB, or half-way through a smaller file). `StubHub.requests` logs what was asked.
 
-By hand: `python tests/stubs/hub_stub.py org/tiny` builds a tiny two-shard model, serves it and prints
-`HUB_READY <port>`.
+By hand: `python tests/stubs/hub_stub.py org/tiny` builds a tiny two-shard model (branch `main`; branch `dev`, one
+layer deeper, at another commit), serves it and prints `HUB_READY <port>`.
 """
 
 from __future__ import annotations
@@ -313,7 +313,7 @@ def _range_start(header: str | None) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Serve a tiny two-shard model under each repository id given, until interrupted."""
+    """Serve a tiny two-shard model (`main`, and `dev` one layer deeper) under each id given, until interrupted."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("repos", nargs="+", metavar="ORG/NAME")
     parser.add_argument("--gated-token", default=None, help="make the repositories gated behind this token")
@@ -322,6 +322,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.repos:
         repo = StubRepo(gated_token=args.gated_token)
         repo.add_commit(tiny_model_files(), "main")
+        repo.add_commit(tiny_model_files(layers=3), "dev")
         repos[name] = repo
     with StubHub(repos) as hub:
         print(f"HUB_READY {hub.endpoint.rsplit(':', 1)[1]}", flush=True)

@@ -165,8 +165,8 @@ def test_a_missing_shard_is_refused_by_admission_naming_the_file(hub: StubHub, t
 
     got = gather_admission(candidate, target, method="draft_model", backend=GateCheck.ok(), capacity=no_capacity)
     assert (got.input.asset.passed, got.input.asset.reason) == (False, "proposer_not_found")
-    assert f"{SHARD2} (missing)" in str(got.input.asset.facts["error"])
-    assert f"specselect fetch org/tiny@{target.snapshot}" in str(got.input.asset.facts["error"])
+    assert f"{SHARD2} (missing)" in str(got.input.asset.facts["detail"])
+    assert f"specselect fetch org/tiny@{target.snapshot}" in str(got.input.asset.facts["detail"])
 
 
 def test_a_snapshot_copied_by_hand_is_checked_by_its_index(hub: StubHub, tiny: StubRepo) -> None:
@@ -183,10 +183,10 @@ def test_a_snapshot_copied_by_hand_is_checked_by_its_index(hub: StubHub, tiny: S
 def test_a_model_not_in_the_cache_names_its_size_and_the_command(hub: StubHub, monkeypatch: pytest.MonkeyPatch) -> None:
     online = missing_model_error("org/tiny", "dev").one_line()
     # 0.2 MB, not 0.3: the consolidated copy beside the shards is not counted
-    assert "org/tiny at revision 'dev' is not in the local Hugging Face cache (0.2 MB)" in online
+    assert "org/tiny at revision 'dev' is not in the local Hugging Face cache (0.2 MB on the hub)" in online
     assert "run `specselect fetch org/tiny@dev`, or set [assets] download = true" in online
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    assert "size unknown" in missing_model_error("org/tiny", None).one_line()
+    assert "size unknown: HF_HUB_OFFLINE is set" in missing_model_error("org/tiny", None).one_line()
     assert not any(r["file"] for r in hub.requests)  # sizing a missing model downloads nothing
 
 

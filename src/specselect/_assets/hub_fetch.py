@@ -272,9 +272,9 @@ def missing_model_error(repo: str, revision: str | None, environ: Mapping[str, s
     env = _env(environ)
     try:
         total = hub_listing(repo, revision, environ=env).expected_bytes
-    except EngineSetupError:
-        total = None
-    size = format_size(total) if total is not None else "size unknown (the hub was not asked or did not answer)"
+        size = f"{format_size(total)} on the hub" if total is not None else "size unknown: the hub lists no sizes"
+    except EngineSetupError as exc:
+        size = f"size unknown: {exc.message}"
     known = cached_refs(repo, env)
     cached = f"; cached refs: {', '.join(known)}" if known else ""
     return EngineSetupError(
@@ -284,7 +284,19 @@ def missing_model_error(repo: str, revision: str | None, environ: Mapping[str, s
     )
 
 
-def _download(listing: HubListing, paths: list[str], env: Mapping[str, str]) -> None:
+def _silent_bars() -> Any:
+    """A progress-bar class that shows nothing (`--quiet`): the library's own, always disabled."""
+    base = _library().utils.tqdm
+
+    class Silent(base):  # type: ignore[misc, valid-type]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            kwargs["disable"] = True
+            super().__init__(*args, **kwargs)
+
+    return Silent
+
+
+def _download(listing: HubListing, paths: list[str], env: Mapping[str, str], *, bars: bool) -> None:
     if not paths:
         return
     try:
@@ -296,6 +308,7 @@ def _download(listing: HubListing, paths: list[str], env: Mapping[str, str]) -> 
             endpoint=_endpoint(env),
             token=_token(env),
             etag_timeout=_TIMEOUT_S,
+            tqdm_class=None if bars else _silent_bars(),
         )
     except _transient_errors() as exc:
         raise _hub_error(exc, listing.repo, listing.revision, env) from None
@@ -380,9 +393,10 @@ def fetch_model(
     *,
     environ: Mapping[str, str] | None = None,
     progress: Callable[[str], None] | None = None,
+    bars: bool = True,
 ) -> FetchResult:
     """Fetch `repo` at `revision` (default `main`) into the cache, verify it and record it; EngineSetupError (one
-    line naming the file or the cause, with the fix) when it cannot."""
+    line naming the file or the cause, with the fix) when it cannot. `bars`: the library's progress bars."""
     env = _env(environ)
     say = progress or (lambda _text: None)
     listing = hub_listing(repo, revision, environ=env)
@@ -398,11 +412,11 @@ def fetch_model(
     snapshot = repo_cache_dir(repo, env) / "snapshots" / listing.commit
     small = [f for f in listing.files if not _is_weight(f.path)]
     _write_ref(listing, env)
-    _download(listing, [f.path for f in small], env)
+    _download(listing, [f.path for f in small], env, bars=bars)
     weights = _chosen_weights(listing, snapshot)
     _require_disk(listing, weights, snapshot)
     say(f"{len(weights)} weight file(s), {format_size(sum(f.size or 0 for f in weights))}")
-    _download(listing, [f.path for f in weights], env)
+    _download(listing, [f.path for f in weights], env, bars=bars)
     files = (*small, *weights)
     verify_files(listing, snapshot, files)
     record = FetchRecord(

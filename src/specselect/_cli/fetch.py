@@ -71,5 +71,5 @@ def run(args: argparse.Namespace) -> int:
     progress = make_progress(quiet=args.quiet)
     for repo, revision in refs:
         progress.stage(f"fetch {repo}@{revision or 'main'}")
-        print(summary(fetch_model(repo, revision, progress=progress.info)), flush=True)
+        print(summary(fetch_model(repo, revision, progress=progress.info, bars=not args.quiet)), flush=True)
     return 0

@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     models = parse_models(args.models) if args.models else BUILTIN_MODELS
     for repo, revision in hub_models:
         progress.stage(f"fetch {repo}@{revision or 'main'}")
-        print(summary(fetch_model(repo, revision, progress=progress.info)), flush=True)
+        print(summary(fetch_model(repo, revision, progress=progress.info, bars=not args.quiet)), flush=True)
     if hub_models and not args.models:
         return 0
     home = default_home()
