@@ -255,6 +255,7 @@ def test_without_assets_download_preflight_stops_before_any_server_with_the_comm
     [
         ('model = "org/tiny@main"\nrevision = "dev"', "", "revision is given twice"),
         ('model = "org/tiny@"', "", "no usable revision after @"),
+        ('model = "org/tiny@../../x"', "", "no usable revision after @"),
         ('model = "org/tiny"', 'proposer = "org/d@v1"\noptions = { revision = "v2" }', "given twice: @v1 in proposer"),
     ],
 )
@@ -284,3 +285,17 @@ def test_fetch_refuses_what_is_not_a_hub_id(capsys: pytest.CaptureFixture[str]) 
     assert main(["fetch", "./models/tiny"]) == 2
     assert "is not a hub model id" in capsys.readouterr().err
     assert main(["fetch", "org/tiny@"]) == 2
+    assert main(["fetch", "org/tiny@../../../etc"]) == 2  # a revision names a file under refs/: it stays there
+    with pytest.raises(EngineSetupError, match="is not a revision"):
+        resolve_model("org/tiny", revision="../x")
+
+
+def test_setup_with_a_model_only_fetches_it(
+    hub: StubHub, tiny: StubRepo, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_engine(*_args: object) -> None:
+        raise AssertionError("setup --model alone installs no engine environment")
+
+    monkeypatch.setattr("specselect._cli.setup.prepare_default_engine", no_engine)
+    assert main(["setup", "--quiet", "--model", "org/tiny@dev"]) == 0
+    assert capsys.readouterr().out.startswith(f"org/tiny@dev -> commit {tiny.refs['dev']}: ")

@@ -22,6 +22,7 @@ __all__ = [
     "find_snapshot",
     "hub_cache_dir",
     "is_hf_id",
+    "is_revision",
     "repo_cache_dir",
     "split_revision",
 ]
@@ -38,6 +39,17 @@ REVISION_SEPARATOR = "@"
 def is_hf_id(ref: str) -> bool:
     """True when `ref` has the shape of a hub model id (`org/name`, without a revision)."""
     return bool(HF_ID_PATTERN.match(ref)) and ".." not in ref
+
+
+def is_revision(text: str) -> bool:
+    """True for a usable branch, tag or commit name: no spaces or `@`, and no `..`, empty or absolute path parts (a
+    revision names a file under `refs/`, so it must not climb out of it)."""
+    parts = text.split("/")
+    return (
+        bool(text)
+        and not any(ch.isspace() or ch == "@" for ch in text)
+        and all(p not in ("", ".", "..") for p in parts)
+    )
 
 
 def split_revision(ref: str) -> tuple[str, str | None]:
@@ -77,6 +89,10 @@ def find_snapshot(
     repository, the ref or the snapshot directory is not there. Says nothing about the files inside."""
     repo_dir = repo_cache_dir(repo_id, environ)
     wanted = revision or "main"
+    if not is_revision(wanted):
+        raise EngineSetupError(
+            f"{wanted[:80]!r} is not a revision", location=repo_id, fix="give a branch, tag or commit hash"
+        )
     if COMMIT_PATTERN.match(wanted):
         commit = wanted
     else:

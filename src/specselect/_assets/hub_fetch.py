@@ -35,6 +35,7 @@ from specselect._assets.hf_cache import (
     find_snapshot,
     hub_cache_dir,
     is_hf_id,
+    is_revision,
     repo_cache_dir,
     split_revision,
 )
@@ -237,6 +238,8 @@ def hub_listing(repo: str, revision: str | None = None, *, environ: Mapping[str,
     """The hub's view of `repo` at `revision` (default `main`): its commit and the files serving needs."""
     env = _env(environ)
     wanted = revision or "main"
+    if not is_revision(wanted):
+        raise EngineSetupError(f"{wanted[:80]!r} is not a revision", location=repo, fix="give a branch, tag or commit")
     if _offline(env):
         raise EngineSetupError(
             "HF_HUB_OFFLINE is set: the hub is not contacted",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from specselect._assets.hf_cache import is_hf_id, split_revision
+from specselect._assets.hf_cache import is_hf_id, is_revision, split_revision
 from specselect._assets.hub_fetch import FetchResult, fetch_model, format_size
 from specselect._runner.progress import make_progress
 from specselect.errors import UsageError
@@ -30,7 +30,7 @@ after an interruption: files already complete are kept.
 def parse_hub_ref(text: str) -> tuple[str, str | None]:
     """`org/name[@REVISION]` -> (repo, revision or None); UsageError otherwise."""
     repo, revision = split_revision(text.strip())
-    if not is_hf_id(repo) or revision == "":
+    if not is_hf_id(repo) or (revision is not None and not is_revision(revision)):
         raise UsageError(
             f"{text[:120]!r} is not a hub model id",
             location="REPO[@REVISION]",

@@ -14,7 +14,7 @@ from typing import Annotated, Any, NamedTuple
 from pydantic import AfterValidator, Field, Strict
 from pydantic_core import PydanticCustomError
 
-from specselect._assets.hf_cache import split_revision
+from specselect._assets.hf_cache import is_revision, split_revision
 from specselect._common.secrets import is_secret_flag, is_secret_key, looks_like_secret
 
 __all__ = [
@@ -139,7 +139,7 @@ def check_model_ref(ref: str, *, what: str) -> str:
             "write builtin:NAME where NAME has only letters, digits, '.', '_' or '-'",
         )
     _repo, revision = split_revision(ref)
-    if revision is not None and (not revision or any(ch.isspace() or ch == "@" for ch in revision)):
+    if revision is not None and not is_revision(revision):
         raise rule_error(
             f"{what} {ref[:80]!r} has no usable revision after @",
             'write "org/name@REVISION" with one branch, tag or commit hash, or drop the @',
