@@ -15,7 +15,8 @@ answers 500), `cut_once` (the first GET closes the connection
 before the last MiB, or half-way through a smaller file). `StubHub.requests` logs what was asked.
 
 By hand: `python tests/stubs/hub_stub.py org/tiny` builds a tiny two-shard model (branch `main`; branch `dev`, one
-layer deeper, at another commit), serves it and prints `HUB_READY <port>`.
+layer deeper, at another commit), serves it and prints `HUB_READY <port>`; `--dir org/real=/path/to/model` serves a
+real model directory as well.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import sys
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -312,10 +314,21 @@ def _range_start(header: str | None) -> int:
     return int(header[len("bytes=") :].split("-", 1)[0] or 0)
 
 
+def _directory_files(root: Path) -> dict[str, bytes]:
+    """Every non-hidden file under `root`, by its POSIX path relative to it."""
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts)
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Serve a tiny two-shard model (`main`, and `dev` one layer deeper) under each id given, until interrupted."""
+    """Serve a tiny two-shard model (`main`, and `dev` one layer deeper) under each id given, and the files of each
+    `--dir ORG/NAME=PATH` (a real model directory, branch `main`), until interrupted."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("repos", nargs="+", metavar="ORG/NAME")
+    parser.add_argument("repos", nargs="*", metavar="ORG/NAME")
+    parser.add_argument("--dir", action="append", default=[], metavar="ORG/NAME=PATH", help="serve a directory")
     parser.add_argument("--gated-token", default=None, help="make the repositories gated behind this token")
     args = parser.parse_args(argv)
     repos: dict[str, StubRepo] = {}
@@ -323,6 +336,11 @@ def main(argv: list[str] | None = None) -> int:
         repo = StubRepo(gated_token=args.gated_token)
         repo.add_commit(tiny_model_files(), "main")
         repo.add_commit(tiny_model_files(layers=3), "dev")
+        repos[name] = repo
+    for spec in args.dir:
+        name, _, path = spec.partition("=")
+        repo = StubRepo(gated_token=args.gated_token)
+        repo.add_commit(_directory_files(Path(path)), "main")
         repos[name] = repo
     with StubHub(repos) as hub:
         print(f"HUB_READY {hub.endpoint.rsplit(':', 1)[1]}", flush=True)
