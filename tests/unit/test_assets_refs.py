@@ -67,11 +67,15 @@ def test_hf_id_resolves_main_branch_and_revisions_offline(hub: Path) -> None:
 def test_hf_id_missing_repo_revision_or_snapshot_is_a_clear_error(hub: Path) -> None:
     with pytest.raises(EngineSetupError, match="not in the local Hugging Face cache") as err:
         resolve_model("org/absent")
-    assert "nothing is downloaded" in err.value.one_line()
-    with pytest.raises(EngineSetupError, match=r"revision 'v9'.*cached refs: main, v2"):
+    assert "size unknown" in err.value.one_line()  # offline: the hub is not asked
+    assert "run `specselect fetch org/absent@main`, or set [assets] download = true" in err.value.one_line()
+    with pytest.raises(EngineSetupError, match=r"revision 'v9'.*cached refs: main, v2.*specselect fetch org/tiny@v9"):
         resolve_model("org/tiny", revision="v9")
-    with pytest.raises(EngineSetupError, match=r"snapshot c+ of org/tiny is not in the local cache"):
+    with pytest.raises(EngineSetupError, match=r"org/tiny at revision 'c+' is not in the local"):
         resolve_model("org/tiny", revision="c" * 40)
+    with pytest.raises(EngineSetupError, match=r"two revisions: @v2 in the reference and 'main' beside it"):
+        resolve_model("org/tiny@v2", revision="main")
+    assert resolve_model("org/tiny@v2").snapshot == COMMIT_B
 
 
 def test_local_directory_is_identified_by_content(tmp_path: Path) -> None:

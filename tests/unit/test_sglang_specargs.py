@@ -200,7 +200,7 @@ def test_options_consumed_before_launch_or_matching_the_engine() -> None:
         ("eagle", None, 3, DRAFT, {"algorithm": "EAGLE"}, "family/method"),
         ("eagle", None, 3, DRAFT, {"speculative_num_draft_tokens": 9}, "num_speculative_tokens"),
         ("eagle", None, 3, DRAFT, {"draft_model_path": "/x"}, "proposer"),
-        ("eagle", None, 3, DRAFT, {"draft_model_revision": "main"}, "options.revision"),
+        ("eagle", None, 3, DRAFT, {"draft_model_revision": "main"}, "org/name@REVISION"),
         ("eagle", None, 3, DRAFT, {"ngram_capacity": 10}, "belongs to NGRAM"),
         ("ngram", None, 3, None, {"dflash_block_size": 4}, "belongs to DFLASH"),
         ("ngram", None, 3, None, {"eagle_topk": 2}, "unknown SGLang option"),

@@ -123,7 +123,7 @@ def _asset_check(
             verify_weights=resolving.verify_weights,
         )
     except EngineSetupError as exc:
-        return GateCheck.fail("proposer_not_found", error=exc.one_line(), **facts), None
+        return GateCheck.fail("proposer_not_found", detail=exc.one_line(), **facts), None
     facts.update(
         proposer_path=str(proposer.path),
         proposer_snapshot=proposer.snapshot or None,

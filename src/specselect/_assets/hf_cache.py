@@ -1,8 +1,9 @@
-"""Offline resolution of `org/name` model ids in the local Hugging Face hub cache (no hub library needed).
+"""Offline resolution of `org/name[@revision]` model ids in the local Hugging Face hub cache.
 
 The cache layout: `<hub>/models--org--name/refs/<branch or tag>` holds a commit hash, and
-`<hub>/models--org--name/snapshots/<commit>/` holds the files (symlinks into `blobs/`). Nothing is
-ever downloaded: a model that is not in the cache is reported as missing.
+`<hub>/models--org--name/snapshots/<commit>/` holds the files (symlinks into `blobs/`). Nothing is downloaded
+here: `specselect fetch` (`hub_fetch.py`) fills the cache, and a snapshot counts only when it is complete
+(`snapshot_files.py`).
 """
 
 from __future__ import annotations
@@ -14,17 +15,53 @@ from pathlib import Path
 
 from specselect.errors import EngineSetupError
 
-__all__ = ["HF_ID_PATTERN", "hub_cache_dir", "is_hf_id", "resolve_hf_snapshot"]
+__all__ = [
+    "COMMIT_PATTERN",
+    "HF_ID_PATTERN",
+    "cached_refs",
+    "find_snapshot",
+    "hub_cache_dir",
+    "is_hf_id",
+    "is_revision",
+    "repo_cache_dir",
+    "split_revision",
+]
 
 HF_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 """An `org/name` model id (one slash, no path syntax)."""
 
-_COMMIT = re.compile(r"^[0-9a-f]{40}$")
+COMMIT_PATTERN = re.compile(r"^[0-9a-f]{40}$")
+"""A full commit hash: a revision that can never move."""
+
+REVISION_SEPARATOR = "@"
 
 
 def is_hf_id(ref: str) -> bool:
-    """True when `ref` has the shape of a hub model id (`org/name`)."""
+    """True when `ref` has the shape of a hub model id (`org/name`, without a revision)."""
     return bool(HF_ID_PATTERN.match(ref)) and ".." not in ref
+
+
+def is_revision(text: str) -> bool:
+    """True for a usable branch, tag or commit name: no spaces or `@`, and no `..`, empty or absolute path parts (a
+    revision names a file under `refs/`, so it must not climb out of it)."""
+    parts = text.split("/")
+    return (
+        bool(text)
+        and not any(ch.isspace() or ch == "@" for ch in text)
+        and all(p not in ("", ".", "..") for p in parts)
+    )
+
+
+def split_revision(ref: str) -> tuple[str, str | None]:
+    """`org/name@rev` -> (`org/name`, `rev`); anything else (a path, a builtin, a bare id) -> (ref, None).
+
+    The revision is a branch, a tag or a commit hash; it may contain `/` (`refs/pr/1`) but never `@` or spaces.
+    An empty revision (`org/name@`) comes back as "" so that callers can refuse it.
+    """
+    repo, sep, revision = ref.partition(REVISION_SEPARATOR)
+    if not sep or not is_hf_id(repo):
+        return ref, None
+    return repo, revision
 
 
 def hub_cache_dir(environ: Mapping[str, str] | None = None) -> Path:
@@ -40,49 +77,40 @@ def hub_cache_dir(environ: Mapping[str, str] | None = None) -> Path:
     return Path.home() / ".cache" / "huggingface" / "hub"
 
 
-def resolve_hf_snapshot(
-    repo_id: str, revision: str | None = None, environ: Mapping[str, str] | None = None
-) -> tuple[Path, str]:
-    """(snapshot directory, commit hash) of a cached model; EngineSetupError when it is not cached.
+def repo_cache_dir(repo_id: str, environ: Mapping[str, str] | None = None) -> Path:
+    """`<hub>/models--org--name`: where one model repository's refs, snapshots and blobs live."""
+    return hub_cache_dir(environ) / f"models--{repo_id.replace('/', '--')}"
 
-    `revision` may be a branch or tag (looked up in `refs/`) or a full commit hash; default `main`.
-    """
-    hub = hub_cache_dir(environ)
-    repo_dir = hub / f"models--{repo_id.replace('/', '--')}"
+
+def find_snapshot(
+    repo_id: str, revision: str | None = None, environ: Mapping[str, str] | None = None
+) -> tuple[Path, str] | None:
+    """(snapshot directory, commit) of `repo_id` at `revision` (default `main`) in the cache; None when the
+    repository, the ref or the snapshot directory is not there. Says nothing about the files inside."""
+    repo_dir = repo_cache_dir(repo_id, environ)
     wanted = revision or "main"
-    fix = (
-        f"download {repo_id} into the Hugging Face cache on a machine with access and copy {repo_dir}, "
-        "or pass the local model directory instead (nothing is downloaded at run time)"
-    )
-    if not repo_dir.is_dir():
-        raise EngineSetupError(f"model {repo_id} is not in the local Hugging Face cache", location=str(hub), fix=fix)
-    if _COMMIT.match(wanted):
+    if not is_revision(wanted):
+        raise EngineSetupError(
+            f"{wanted[:80]!r} is not a revision", location=repo_id, fix="give a branch, tag or commit hash"
+        )
+    if COMMIT_PATTERN.match(wanted):
         commit = wanted
     else:
-        ref_file = repo_dir / "refs" / wanted
         try:
-            commit = ref_file.read_text(encoding="utf-8").strip()
-        except OSError as exc:
-            known = sorted(p.name for p in (repo_dir / "refs").glob("*")) if (repo_dir / "refs").is_dir() else []
+            commit = (repo_dir / "refs" / wanted).read_text(encoding="utf-8").strip()
+        except OSError:
+            return None
+        if not COMMIT_PATTERN.match(commit):
             raise EngineSetupError(
-                f"revision {wanted!r} of {repo_id} is not in the local cache "
-                f"(cached refs: {', '.join(known) or 'none'})",
-                location=str(repo_dir),
-                fix=f"pass one of the cached revisions or a commit hash; {fix}",
-            ) from exc
-        if not _COMMIT.match(commit):
-            raise EngineSetupError(
-                f"ref {wanted!r} does not hold a commit hash", location=str(ref_file), fix="repair or re-download"
+                f"ref {wanted!r} does not hold a commit hash",
+                location=str(repo_dir / "refs" / wanted),
+                fix=f"run `specselect fetch {repo_id}@{wanted}` to write it again",
             )
     snapshot = repo_dir / "snapshots" / commit
-    if not snapshot.is_dir():
-        raise EngineSetupError(
-            f"snapshot {commit} of {repo_id} is not in the local cache", location=str(repo_dir), fix=fix
-        )
-    if not (snapshot / "config.json").is_file():
-        raise EngineSetupError(
-            f"snapshot {commit} of {repo_id} has no config.json (incomplete download?)",
-            location=str(snapshot),
-            fix=fix,
-        )
-    return snapshot, commit
+    return (snapshot, commit) if snapshot.is_dir() else None
+
+
+def cached_refs(repo_id: str, environ: Mapping[str, str] | None = None) -> list[str]:
+    """The branch and tag names cached for `repo_id` (sorted; empty when there are none)."""
+    refs = repo_cache_dir(repo_id, environ) / "refs"
+    return sorted(p.relative_to(refs).as_posix() for p in refs.rglob("*") if p.is_file()) if refs.is_dir() else []

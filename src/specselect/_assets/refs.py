@@ -3,8 +3,10 @@
 A reference is one of:
 - `builtin:NAME`: a model specselect prepares itself from a bundled file (see `builtin.py`);
 - a local directory (absolute, `./`, `~`, or any existing path): identified by a hash of its files;
-- an `org/name` hub id: resolved OFFLINE through the local Hugging Face cache, identified by commit.
-Nothing is ever downloaded.
+- an `org/name` hub id, optionally pinned as `org/name@REVISION` (a branch, tag or commit): resolved OFFLINE
+  through the local Hugging Face cache, identified by its commit, and refused when the snapshot is partial.
+Nothing is downloaded here: `specselect fetch` (`hub_fetch.py`) fills the cache, and preflight calls it for a
+plan with `[assets] download = true`.
 """
 
 from __future__ import annotations
@@ -20,9 +22,10 @@ from specselect._assets.config_facts import (
     has_native_mtp,
     load_config,
 )
-from specselect._assets.hf_cache import is_hf_id, resolve_hf_snapshot
+from specselect._assets.hf_cache import find_snapshot, is_hf_id, split_revision
 from specselect._assets.identity import snapshot_identity, tokenizer_sha256
 from specselect._assets.safetensors_meta import checkpoint_size
+from specselect._assets.snapshot_files import require_complete
 from specselect._assets.tokenizer_id import tokenizer_fingerprint
 from specselect._common.home import default_home
 from specselect.errors import EngineSetupError
@@ -85,6 +88,32 @@ def _looks_like_path(ref: str) -> bool:
     return ref.startswith(("/", "./", "../", "~")) or ref in (".", "..") or "\\" in ref
 
 
+def _one_revision(ref: str, pinned: str | None, revision: str | None) -> str | None:
+    """The revision of a hub reference: `@REVISION` in it, or the separate one, not two different ones."""
+    if pinned == "":
+        raise EngineSetupError("empty revision after @", location=ref, fix="write org/name@REVISION or org/name")
+    if pinned is not None and revision is not None and pinned != revision:
+        raise EngineSetupError(
+            f"two revisions: @{pinned} in the reference and {revision!r} beside it",
+            location=ref,
+            fix="give the revision once, as org/name@REVISION",
+        )
+    return pinned if pinned is not None else revision
+
+
+def _cached_snapshot(repo: str, revision: str | None) -> tuple[Path, str]:
+    """(snapshot directory, commit) of a complete cached snapshot; EngineSetupError saying what is missing, its
+    size and the `specselect fetch` command otherwise."""
+    found = find_snapshot(repo, revision)
+    if found is None:
+        from specselect._assets.hub_fetch import missing_model_error
+
+        raise missing_model_error(repo, revision)
+    snapshot, commit = found
+    require_complete(repo, snapshot, commit)
+    return snapshot, commit
+
+
 def resolve_model(
     ref: str,
     *,
@@ -126,11 +155,12 @@ def resolve_model(
         load_config(root)  # fail early, before hashing weights, when it is not a model directory
         snapshot, method = snapshot_identity(root, hash_cache_dir(home), verify_weights=verify_weights)
         return describe_model_dir(root, ref=ref, snapshot=snapshot, source="local_dir", snapshot_method=method)
-    if is_hf_id(ref):
-        snapshot_dir, commit = resolve_hf_snapshot(ref, revision)
+    repo, pinned = split_revision(ref)
+    if is_hf_id(repo):
+        snapshot_dir, commit = _cached_snapshot(repo, _one_revision(ref, pinned, revision))
         return describe_model_dir(snapshot_dir, ref=ref, snapshot=commit, source="hf_cache")
     raise EngineSetupError(
         "not a model reference",
         location=ref,
-        fix="use builtin:smollm2-135m, a local directory, or an org/name id from the local Hugging Face cache",
+        fix="use builtin:smollm2-135m, a local directory, or an org/name[@REVISION] hub id",
     )

@@ -34,6 +34,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "specselect._cli.workloads",
     "specselect._cli.schema",
     "specselect._cli.setup",
+    "specselect._cli.fetch",
     "specselect._cli.probe",
     "specselect._cli.run",
     "specselect._cli.report",

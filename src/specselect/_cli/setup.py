@@ -1,5 +1,5 @@
 """`specselect setup`: install the managed CPU vLLM environment, prepare the bundled models and extract the
-prompt sets that are not shipped (idempotent)."""
+prompt sets that are not shipped (idempotent); `--model REPO[@REVISION]` fetches hub models instead."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ import argparse
 import time
 
 from specselect._assets.builtin import BUILTIN_MODELS as KNOWN_MODELS
+from specselect._assets.hub_fetch import fetch_model
 from specselect._assets.refs import BUILTIN_PREFIX, resolve_model
+from specselect._cli.fetch import parse_hub_ref, summary
 from specselect._common.home import default_home
 from specselect._runner.progress import make_progress
 from specselect._runner.setup import prepare_default_engine
@@ -49,6 +51,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="prepare these builtin models instead of the default plan's, comma-separated (e.g. "
         "qwen2.5-coder-1.5b,qwen2.5-coder-0.5b for builtin:cpu-draft: 1.6 GB download, 9.7 GB on disk), or all",
     )
+    parser.add_argument(
+        "--model",
+        metavar="REPO[@REVISION]",
+        action="append",
+        default=[],
+        help="fetch this hub model into the Hugging Face cache, as `specselect fetch` does (repeatable); alone, "
+        "setup then does only that (no CPU engine environment, no builtin models)",
+    )
     parser.add_argument("--quiet", action="store_true")
     parser.set_defaults(handler=run)
 
@@ -56,7 +66,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def run(args: argparse.Namespace) -> int:
     """Set up the engine environment and the builtin models, then print what is there."""
     progress = make_progress(quiet=args.quiet)
+    hub_models = [parse_hub_ref(text) for text in args.model]
     models = parse_models(args.models) if args.models else BUILTIN_MODELS
+    for repo, revision in hub_models:
+        progress.stage(f"fetch {repo}@{revision or 'main'}")
+        print(summary(fetch_model(repo, revision, progress=progress.info, bars=not args.quiet)), flush=True)
+    if hub_models and not args.models:
+        return 0
     home = default_home()
     t0 = time.monotonic()
     progress.stage(f"engine environment under {home}")

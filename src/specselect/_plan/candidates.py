@@ -32,6 +32,7 @@ from specselect._plan.rules import (
     EnvTable,
     NameStr,
     check_model_ref,
+    ref_revision,
     rule_error,
 )
 from specselect._plan.sections import PlanSection
@@ -181,7 +182,9 @@ class Candidate(PlanSection):
         Annotated[int, Strict(), Field(gt=0, le=256)] | None, WithJsonSchema(_LENGTH_SCHEMA)
     ] = Field(default=None, description="tokens proposed per step; a list sweeps several (one sub-candidate each)")
     proposer: Annotated[str, Strict()] | None = Field(
-        default=None, description="model reference of the draft/EAGLE/... checkpoint"
+        default=None,
+        description="model reference of the draft/EAGLE/... checkpoint: builtin:NAME, a hub id 'org/name' or "
+        "'org/name@REVISION', or a directory",
     )
     options: dict[str, Any] = Field(
         default_factory=dict, description="extra keys of the engine's speculative config, e.g. prompt_lookup_max"
@@ -265,6 +268,17 @@ class Candidate(PlanSection):
     @classmethod
     def _options(cls, value: dict[str, Any]) -> dict[str, Any]:
         return check_options(value)
+
+    @model_validator(mode="after")
+    def _one_proposer_revision(self) -> Candidate:
+        pinned = ref_revision(self.proposer)
+        if pinned is not None and "revision" in self.options:
+            raise rule_error(
+                f"the proposer's revision is given twice: @{pinned} in proposer and options.revision",
+                'remove options.revision (proposer = "org/name@REVISION" pins it)',
+                field="options",
+            )
+        return self
 
     @field_validator("min_engine_version")
     @classmethod

@@ -23,6 +23,7 @@ from specselect._plan.overrides import effective_target
 from specselect._plan.rules import BASELINE_GROUP, TRACK_SEPARATOR, NameStr, rule_error
 from specselect._plan.schedules import check_schedules
 from specselect._plan.sections import (
+    AssetsConfig,
     EngineConfig,
     PlanSection,
     RunConfig,
@@ -67,6 +68,10 @@ class Plan(PlanSection):
         default_factory=ClusterConfig,
         description="where the groups run: here, one at a time (the default), or spread over a Ray cluster",
     )
+    assets: AssetsConfig = Field(
+        default_factory=AssetsConfig,
+        description="whether preflight may fetch hub models the local cache lacks (default: never downloads)",
+    )
 
     @model_serializer(mode="wrap")
     def _omit_unused_tables(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -76,6 +81,8 @@ class Plan(PlanSection):
             data.pop("traffic", None)
         if self.cluster.is_local:
             data.pop("cluster", None)
+        if self.assets == AssetsConfig():
+            data.pop("assets", None)
         return data
 
     @field_validator("schema_version", mode="before")
@@ -170,6 +177,16 @@ class Plan(PlanSection):
                     field=("sampling", "temperature"),
                 )
         check_schedules(self.candidates, sorted(self.run.concurrency), len(self.sampling.temperatures))
+        return self
+
+    @model_validator(mode="after")
+    def _assets_apply(self) -> Plan:
+        if not self.engine.launches_servers and self.assets.download:
+            raise rule_error(
+                f"kind = '{self.engine.kind}' measures servers you run and loads no model: there is nothing to fetch",
+                "remove [assets] download",
+                field=("assets", "download"),
+            )
         return self
 
     @model_validator(mode="after")

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, Strict, field_validator
+from pydantic import Field, Strict, field_validator, model_validator
 
 from specselect._plan.rules import ENV_NAME_PATTERN, check_model_ref, rule_error
-from specselect._plan.sections import PlanSection, TargetConfig
+from specselect._plan.sections import PlanSection, TargetConfig, check_one_revision
 
 __all__ = ["EndpointConfig", "TargetOverride", "effective_target"]
 
@@ -21,7 +21,7 @@ class TargetOverride(PlanSection):
     """
 
     model: Annotated[str, Strict()] | None = Field(
-        default=None, description="builtin:NAME, an 'org/name' id from the local cache, or a directory"
+        default=None, description="builtin:NAME, a hub id 'org/name' or 'org/name@REVISION', or a directory"
     )
     revision: Annotated[str, Strict(), Field(min_length=1, max_length=256, pattern=r"^\S+$")] | None = None
     dtype: Literal["auto", "float32", "bfloat16", "float16"] | None = None
@@ -37,6 +37,11 @@ class TargetOverride(PlanSection):
     @classmethod
     def _tokenizer_ref(cls, value: str | None) -> str | None:
         return None if value is None else check_model_ref(value, what="tokenizer")
+
+    @model_validator(mode="after")
+    def _one_revision(self) -> TargetOverride:
+        check_one_revision(self.model, self.revision)
+        return self
 
 
 def effective_target(default: TargetConfig, override: TargetOverride | None) -> TargetConfig:

@@ -14,6 +14,7 @@ from typing import Annotated, Any, NamedTuple
 from pydantic import AfterValidator, Field, Strict
 from pydantic_core import PydanticCustomError
 
+from specselect._assets.hf_cache import is_revision, split_revision
 from specselect._common.secrets import is_secret_flag, is_secret_key, looks_like_secret
 
 __all__ = [
@@ -39,6 +40,7 @@ __all__ = [
     "check_model_ref",
     "find_secrets",
     "one_or_several",
+    "ref_revision",
     "rule_error",
 ]
 
@@ -124,7 +126,7 @@ def rule_error(
 
 
 def check_model_ref(ref: str, *, what: str) -> str:
-    """Validate a model reference: `builtin:NAME`, an `org/name` id or a local directory path."""
+    """Validate a model reference: `builtin:NAME`, an `org/name[@REVISION]` hub id or a local directory path."""
     if not ref.strip():
         raise rule_error(f"{what} must not be empty", 'write builtin:NAME, "org/name" or a directory path')
     if any(ord(ch) < 32 for ch in ref):
@@ -136,7 +138,18 @@ def check_model_ref(ref: str, *, what: str) -> str:
             f"{what} {ref[:80]!r} is not a valid builtin name",
             "write builtin:NAME where NAME has only letters, digits, '.', '_' or '-'",
         )
+    _repo, revision = split_revision(ref)
+    if revision is not None and not is_revision(revision):
+        raise rule_error(
+            f"{what} {ref[:80]!r} has no usable revision after @",
+            'write "org/name@REVISION" with one branch, tag or commit hash, or drop the @',
+        )
     return ref
+
+
+def ref_revision(ref: str | None) -> str | None:
+    """The `@REVISION` of a hub reference (None when it has none)."""
+    return None if ref is None else split_revision(ref)[1]
 
 
 def check_env_table(env: dict[str, str]) -> dict[str, str]:

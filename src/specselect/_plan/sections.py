@@ -29,18 +29,21 @@ from specselect._plan.rules import (
     EnvTable,
     check_model_ref,
     one_or_several,
+    ref_revision,
     rule_error,
 )
 
 __all__ = [
     "DEFAULT_MAX_HOST_FOREIGN_CPU_SHARE",
     "MANAGED_ENVIRONMENTS",
+    "AssetsConfig",
     "EngineConfig",
     "PlanSection",
     "RunConfig",
     "SamplingConfig",
     "TargetConfig",
     "ThresholdsConfig",
+    "check_one_revision",
 ]
 
 
@@ -81,8 +84,13 @@ class PlanSection(BaseModel):
 class TargetConfig(PlanSection):
     """The model being served."""
 
-    model: StrictStr = Field(description="builtin:NAME, an 'org/name' id from the local cache, or a directory")
-    revision: Annotated[str, Strict(), Field(min_length=1, max_length=256, pattern=r"^\S+$")] | None = None
+    model: StrictStr = Field(
+        description="builtin:NAME, a hub id 'org/name' or 'org/name@REVISION' (from the local Hugging Face cache; "
+        "`specselect fetch` or [assets] download fills it), or a directory"
+    )
+    revision: Annotated[str, Strict(), Field(min_length=1, max_length=256, pattern=r"^\S+$")] | None = Field(
+        default=None, description="the hub revision (branch, tag or commit); the same as model = 'org/name@REVISION'"
+    )
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
     max_model_len: Annotated[int, Strict(), Field(gt=0, le=10_000_000)] | None = None
     tokenizer: StrictStr | None = Field(default=None, description="a tokenizer reference, if not the model's own")
@@ -96,6 +104,34 @@ class TargetConfig(PlanSection):
     @classmethod
     def _tokenizer_ref(cls, value: str | None) -> str | None:
         return None if value is None else check_model_ref(value, what="tokenizer")
+
+    @model_validator(mode="after")
+    def _one_revision(self) -> TargetConfig:
+        check_one_revision(self.model, self.revision)
+        return self
+
+
+def check_one_revision(model: str | None, revision: str | None) -> None:
+    """Refuse a target whose revision is given twice (`model = "org/name@A"` and `revision = "B"`)."""
+    pinned = ref_revision(model)
+    if pinned is not None and revision is not None:
+        raise rule_error(
+            f"the revision is given twice: @{pinned} in model and revision = {revision!r}",
+            f'keep one: model = "{model}" without revision, or drop the @ from model',
+            field="revision",
+        )
+
+
+class AssetsConfig(PlanSection):
+    """Where models come from when the local Hugging Face cache lacks them."""
+
+    download: StrictBool = Field(
+        default=False,
+        description="true: preflight fetches hub models (targets, proposers) that are missing or partial in the "
+        "local Hugging Face cache, pinned to a commit and verified, before any server starts (HF_TOKEN for gated "
+        "models); false: nothing is downloaded, and a missing model stops the run with its size and the "
+        "`specselect fetch` command",
+    )
 
 
 def _is_loopback(host: str) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from specselect.records.evidence.result import ScenarioEvidence
@@ -191,7 +192,7 @@ def admission_table(admission: AdmissionFile) -> Table:
     for col in ("candidate", "family", "status", "gate", "reason"):
         table.add_column(col)
     for r in admission.results:
-        table.add_row(r.candidate, r.family, r.run_status.value, r.gate, r.explained)
+        table.add_row(r.candidate, r.family, r.run_status.value, r.gate, escape(r.explained))  # `[assets]` is text
     return table
 
 

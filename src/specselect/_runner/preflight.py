@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from specselect._assets.hub_fetch import ensure_cached, format_size
 from specselect._assets.refs import resolve_model
 from specselect._engines import Engine, EngineSetup, create_engine
 from specselect._engines.base import Finding
@@ -194,6 +195,25 @@ def _resolve_targets(
     return targets
 
 
+def _fetch_missing(loaded: LoadedPlan, progress: Progress) -> None:
+    """[assets] download = true: fetch every hub model the plan serves (each track's target, each enabled
+    candidate's proposer) that the local cache lacks or holds only in part, before anything is resolved."""
+    wanted: dict[tuple[str, str | None], None] = {}
+    for track in loaded.plan.tracks:
+        wanted[(loaded.resolve_model_ref(track.target.model), track.target.revision)] = None
+    for cand in loaded.plan.groups:
+        if cand.enabled and cand.proposer is not None:
+            revision = cand.options.get("revision")
+            wanted[(loaded.resolve_model_ref(cand.proposer), revision if isinstance(revision, str) else None)] = None
+    for ref, revision in wanted:
+        fetched = ensure_cached(ref, revision, progress=progress.info)
+        if fetched is not None:
+            progress.info(
+                f"fetched {ref}: commit {fetched.listing.commit}, {len(fetched.files)} files verified "
+                f"({fetched.hashed} by sha256), {format_size(fetched.total_bytes)}"
+            )
+
+
 def _load_workloads(
     loaded: LoadedPlan, setup: EngineSetup, home: Path | None, progress: Progress
 ) -> dict[str, Workload]:
@@ -232,6 +252,8 @@ def run_preflight(
             f"engine: {setup.caps.kind} {setup.caps.engine_version} on {setup.caps.device_kind}, "
             f"{len(setup.caps.spec_methods)} speculative methods"
         )
+    if plan.assets.download and engine.launches_servers:
+        _fetch_missing(loaded, progress)
     targets = (
         _resolve_targets(loaded, setup, home, progress, verify_weights=verify_weights)
         if engine.launches_servers

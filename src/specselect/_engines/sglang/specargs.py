@@ -126,7 +126,7 @@ _RESERVED = MappingProxyType(
         "algorithm": "set the candidate's family/method",
         "draft_model_path": "set the candidate's proposer",
         "num_draft_tokens": "set num_speculative_tokens (SGLang gets it plus one)",
-        "draft_model_revision": "use options.revision: admission resolves the proposer at that revision",
+        "draft_model_revision": 'pin the proposer as proposer = "org/name@REVISION" (admission resolves it there)',
     }
 )
 # Consumed before launch: `revision` selects the proposer snapshot that admission resolved to a local path.
