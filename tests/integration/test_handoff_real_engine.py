@@ -44,15 +44,19 @@ def recorded(recorded_run: RecordedRun) -> RunLayout:
     return RunLayout(recorded_run.root)
 
 
-def test_the_handoff_gives_one_answer_for_the_mix_with_its_interval(recorded: RunLayout) -> None:
+def test_the_handoff_gives_one_configuration_first_for_the_mix_with_its_interval(recorded: RunLayout) -> None:
     handoff = load_document(recorded.handoff, Handoff)
     assert handoff.mix is not None and handoff.mix_note is None
     assert handoff.mix.recommended == "g1_ngram", handoff.mix.recommendation
     option = next(o for o in handoff.mix.options if o.candidate == "g1_ngram")
     assert option.on_segments is not None and 1.0 < option.on_segments.low < option.on_segments.point
-    assert handoff.mix.recommendation.startswith(
-        "use g1_ngram (ngram) on repetition (100% of requests) at concurrency 1:"
-    )
+    # The first answer is one configuration: n-gram on every request, with its interval.
+    single = handoff.mix.single
+    assert single is not None and single.estimate is not None and single.faster_than_baseline
+    assert handoff.mix.recommendation.startswith("use g1_ngram (ngram) on every request: expected speedup of the mix")
+    # One workload, accepted at its one level: routing would serve it with the same configuration.
+    assert handoff.mix.routing is None and handoff.mix.routing_note is not None
+    assert handoff.mix.routing_note.startswith("nothing to route: g1_ngram")
     assert handoff.mix.serve is not None and handoff.mix.serve.speculative is not None
     assert handoff.mix.serve.speculative["num_speculative_tokens"] == 4
     (scenario,) = handoff.scenarios

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from specselect._evidence.mix import CellSpeedup, MixCell, mix_speedup
+from specselect._evidence.mix import CellSpeedup, MixCell, mix_ratio, mix_speedup
 from specselect._evidence.rounds.estimate import pair_estimate
 from specselect._evidence.samples import RequestPair, RequestSample
 from specselect._evidence.stats import throughput_speedup
@@ -207,3 +207,32 @@ def test_a_mix_without_traffic_is_refused() -> None:
     cell = MixCell(workload="w", concurrency=1, share=0.0, baseline_seconds=1.0, speedup=None)
     with pytest.raises(ValueError, match="positive share"):
         mix_speedup([cell])
+
+
+def test_two_configurations_compared_on_the_same_draws_cancel_what_they_share() -> None:
+    copy = MixCell(
+        workload="repetition",
+        concurrency=1,
+        share=0.3,
+        baseline_seconds=1.0,
+        speedup=CellSpeedup.from_interval(2.75, 1.8, 4.2, 0.95),
+        source="g1",
+    )
+    chat = MixCell(
+        workload="general",
+        concurrency=1,
+        share=0.7,
+        baseline_seconds=2.0,
+        speedup=CellSpeedup.from_interval(1.05, 1.0, 1.1, 0.95),
+        source="g1",
+    )
+    routed = [copy, chat.model_copy(update={"speedup": None, "source": ""})]
+    same = mix_ratio([copy, chat], [copy, chat], ("g1", "g1 again"))
+    assert (same.point, same.low, same.high) == pytest.approx((1.0, 1.0, 1.0)) and not same.distinguishable
+    paired = mix_ratio(routed, [copy, chat], ("routed", "g1 everywhere"))
+    assert paired.point == pytest.approx(mix_speedup(routed).point / mix_speedup([copy, chat]).point)
+    # The same cells as another candidate's: drawn independently, the copy task's wide interval no longer cancels.
+    apart = mix_ratio(routed, [c.model_copy(update={"source": "g2"}) for c in (copy, chat)], ("routed", "g2"))
+    assert apart.point == pytest.approx(paired.point)
+    assert _log_width(paired.low, paired.high) < 0.75 * _log_width(apart.low, apart.high)
+    assert paired.high < 1.0 and paired.distinguishable and not apart.distinguishable

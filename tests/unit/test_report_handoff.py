@@ -3,15 +3,19 @@ to the static settings and speculation off -- in both report.md and report.html,
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import pytest
 from test_report_sample import build_run
 
 from specselect._artifacts.store import load_document
 from specselect._common.fileio import atomic_write_model
+from specselect._report.console import mix_closing_lines
 from specselect._report.data import load_report_data
 from specselect._report.html import render_html
 from specselect._report.markdown import render_markdown
+from specselect.errors import ResultsError
 from specselect.records.evidence.mix import MixCellShare, MixEstimate, MixPolicy
 from specselect.records.evidence.sweeps import (
     DerivedSchedule,
@@ -21,7 +25,7 @@ from specselect.records.evidence.sweeps import (
     ScheduleRow,
     SweepAnalysis,
 )
-from specselect.records.handoff import Handoff, HandoffMix, HandoffMixOption, HandoffSegment
+from specselect.records.handoff import Handoff, HandoffMix, HandoffMixOption, HandoffSegment, HandoffSingle
 from specselect.records.results import EvidenceFile
 from specselect.records.server import ServeFlags
 
@@ -49,11 +53,9 @@ def _estimate(point: float, low: float, high: float) -> MixEstimate:
     return MixEstimate(point=point, low=low, high=high, level=0.95, cells=(cell,), policy=MixPolicy())
 
 
-def _with_mix(root: Path) -> None:
-    path = root / "handoff.json"
-    handoff = load_document(path, Handoff)
+def _option() -> HandoffMixOption:
     segment = HandoffSegment(workload="copy", share=1.0, enabled=True, levels=(1,), why="accepted at every level")
-    option = HandoffMixOption(
+    return HandoffMixOption(
         candidate="g1_ngram",
         family="ngram",
         everywhere=_estimate(1.55, 1.4, 1.7),
@@ -61,17 +63,50 @@ def _with_mix(root: Path) -> None:
         segments=(segment,),
         concurrency_cutoff=None,
     )
+
+
+def _with_mix(root: Path) -> None:
+    path = root / "handoff.json"
+    handoff = load_document(path, Handoff)
+    single = HandoffSingle(
+        candidate="g1_ngram",
+        family="ngram",
+        estimate=_estimate(1.55, 1.4, 1.7),
+        faster_than_baseline=True,
+        eligible=("g1_ngram",),
+        rule="r",
+    )
     mix = HandoffMix(
         workloads={"copy": 1.0},
         concurrency={1: 1.0},
-        options=(option,),
+        options=(_option(),),
         recommended="g1_ngram",
-        recommendation="use g1_ngram (ngram) on copy (100% of requests) at concurrency 1: expected speedup of the "
-        "mix 1.55x [1.40, 1.70] (95%)",
+        recommendation="use g1_ngram (ngram) on every request: expected speedup of the mix 1.55x [1.40, 1.70] (95%), "
+        "faster than the target-only baseline",
         serve=FLAGS,
         rule="r",
+        single=single,
+        routing_note="nothing to route: g1_ngram was accepted on every workload of the mix at every level",
     )
     atomic_write_model(path, handoff.model_copy(update={"mix": mix}))
+
+
+def _with_older_mix(root: Path) -> None:
+    """A hand-off as schema 2 wrote it: its one answer for the mix routes workloads."""
+    path = root / "handoff.json"
+    raw = json.loads(path.read_text())
+    mix = {
+        "workloads": {"copy": 1.0},
+        "concurrency": {"1": 1.0},
+        "options": [_option().model_dump(mode="json", exclude={"single_excluded"})],
+        "recommended": "g1_ngram",
+        "recommendation": "use g1_ngram (ngram) on copy (100% of requests) at concurrency 1: expected speedup of the "
+        "mix 1.55x [1.40, 1.70] (95%)",
+        "serve": FLAGS.model_dump(mode="json"),
+        "serve_note": None,
+        "rule": "r",
+    }
+    path.write_text(json.dumps({**raw, "schema_version": 2, "mix": mix}))
 
 
 def _with_schedule(root: Path) -> None:
@@ -98,12 +133,37 @@ def test_the_mix_recommendation_and_what_to_type_are_in_both_reports(tmp_path: P
     data = load_report_data(layout.root)
     markdown = render_markdown(data)
     assert "**For your traffic mix**" in markdown
-    assert "expected speedup of the mix 1.55x \\[1.40, 1.70\\]" in markdown
-    assert "**What to type: g1_ngram for the traffic mix** (measured on vllm 0.32.0+cpu, target ssssssss)" in markdown
+    assert "- One configuration: use g1_ngram (ngram) on every request: expected speedup of the mix 1.55x" in markdown
+    assert "- Routed: nothing to route: g1_ngram was accepted on every workload" in markdown
+    assert markdown.index("- One configuration:") < markdown.index("- Routed:")
+    title = "**What to type: g1_ngram for the traffic mix (on every request)** (measured on vllm 0.32.0+cpu, target"
+    assert title in markdown
     assert "VLLM_CPU_KVCACHE_SPACE=2 python -m vllm.entrypoints.openai.api_server --model /models/tiny" in markdown
     html = render_html(data)
     assert "<h3>For your traffic mix</h3>" in html and 'id="mix-table"' in html
-    assert "What to type: g1_ngram for the traffic mix" in html
+    assert "What to type: g1_ngram for the traffic mix (on every request)" in html
+    assert "1.55x [1.40, 1.70] (the single configuration)" in html
+
+
+def test_a_handoff_written_before_schema_3_is_still_read_and_says_its_answer_routes(tmp_path: Path) -> None:
+    layout = build_run(tmp_path / "run")
+    _with_older_mix(layout.root)
+    handoff = load_document(layout.root / "handoff.json", Handoff)
+    assert handoff.schema_version == 2 and handoff.mix is not None and handoff.mix.single is None
+    (line,) = mix_closing_lines(handoff)
+    assert line.startswith("traffic mix, routed: use g1_ngram (ngram) on copy (100% of requests)")
+    assert line.endswith("gives the single configuration first)")
+    markdown = render_markdown(load_report_data(layout.root))
+    assert "- Routed: use g1_ngram (ngram) on copy (100% of requests) at concurrency 1" in markdown
+    assert "**What to type: g1_ngram for the traffic mix (routed)**" in markdown
+
+
+def test_a_handoff_of_a_schema_this_version_does_not_read_is_refused_naming_both(tmp_path: Path) -> None:
+    layout = build_run(tmp_path / "run")
+    path = layout.root / "handoff.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "schema_version": 1}))
+    with pytest.raises(ResultsError, match="reads schema_version 2 or 3"):
+        load_document(path, Handoff)
 
 
 def test_without_traffic_the_report_says_per_scenario_answers_are_all_there_is(tmp_path: Path) -> None:

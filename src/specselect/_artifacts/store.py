@@ -12,7 +12,7 @@ from pydantic import BaseModel, ValidationError
 import specselect
 from specselect._artifacts.layout import RunLayout
 from specselect.errors import ProtocolError, ResultsError
-from specselect.records.document import RESULTS_SCHEMA_VERSION
+from specselect.records.document import RESULTS_SCHEMA_VERSION, ResultsDocument
 from specselect.records.group import GroupResult
 from specselect.records.handoff import Handoff
 from specselect.records.measurement import RequestRecord
@@ -24,9 +24,10 @@ __all__ = ["RunDocuments", "check_header", "load_document", "load_group", "load_
 M = TypeVar("M", bound=BaseModel)
 
 
-def check_header(raw: object, path: Path) -> dict[str, Any]:
-    """The document's JSON object when specselect wrote it in the schema this version reads; ResultsError naming
-    the file otherwise (another tool's file, or another schema version with the version that wrote it)."""
+def check_header(raw: object, path: Path, readable: tuple[int, ...] = (RESULTS_SCHEMA_VERSION,)) -> dict[str, Any]:
+    """The document's JSON object when specselect wrote it in a schema this version reads (`readable`: the
+    document's `READABLE_SCHEMA_VERSIONS`); ResultsError naming the file otherwise (another tool's file, or
+    another schema version with the version that wrote it)."""
     if not isinstance(raw, dict) or raw.get("tool", "specselect") != "specselect" or "schema_version" not in raw:
         raise ResultsError(
             "not a specselect result file (no schema_version / tool)",
@@ -34,11 +35,12 @@ def check_header(raw: object, path: Path) -> dict[str, Any]:
             fix="point at a directory written by `specselect run`",
         )
     version = raw.get("schema_version")
-    if version != RESULTS_SCHEMA_VERSION:
+    if version not in readable:
         writer = raw.get("tool_version", "an unknown version")
+        reads = " or ".join(str(v) for v in readable)
         raise ResultsError(
             f"result schema_version {version!r} (written by specselect {writer}); this specselect "
-            f"{specselect.__version__} reads schema_version {RESULTS_SCHEMA_VERSION}",
+            f"{specselect.__version__} reads schema_version {reads}",
             location=str(path),
             fix=f"read it with specselect {writer}, or re-run the plan with this version",
         )
@@ -55,8 +57,9 @@ def load_document(path: Path, model: type[M]) -> M:
         raise ResultsError(f"not a readable JSON result file ({exc})", location=str(path)) from exc
     except RecursionError:
         raise ResultsError("not a readable JSON result file (nested too deeply)", location=str(path)) from None
+    readable = model.READABLE_SCHEMA_VERSIONS if issubclass(model, ResultsDocument) else (RESULTS_SCHEMA_VERSION,)
     try:
-        return model.model_validate(check_header(raw, Path(path)))
+        return model.model_validate(check_header(raw, Path(path), readable))
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])

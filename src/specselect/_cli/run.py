@@ -11,7 +11,14 @@ from rich.markup import escape
 
 from specselect._common.home import default_home
 from specselect._report import write_reports
-from specselect._report.console import admission_table, control_lines, decision_table, groups_table, make_console
+from specselect._report.console import (
+    admission_table,
+    control_lines,
+    decision_table,
+    groups_table,
+    make_console,
+    mix_closing_lines,
+)
 from specselect._report.sweep_tables import sweep_summary_lines
 from specselect._report.trust import trust_lines
 from specselect._runner.progress import make_progress
@@ -104,8 +111,8 @@ def run(args: argparse.Namespace) -> int:
             console.print(f"  {escape(line)}")
         for line in sweep_summary_lines(outcome.evidence.sweeps):
             console.print(f"  sweep: {line}")
-    if outcome.handoff is not None and outcome.handoff.mix is not None:
-        console.print(f"  traffic mix: {outcome.handoff.mix.recommendation}")
+    for line in mix_closing_lines(outcome.handoff):
+        console.print(f"  {escape(line)}")
     stop = outcome.manifest.sequential_stop if outcome.manifest is not None else None
     for line in trust_lines(outcome.evidence, stop):
         console.print(f"  [bold]not fully trusted[/bold]: {escape(line)}")

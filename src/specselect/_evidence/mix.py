@@ -17,6 +17,12 @@ Cells of one workload share their items (every concurrency level sends the same 
 together: they are drawn fully correlated (the widest case); different workloads are independent. The time
 weights a_i describe the traffic and are taken as known. The per-scenario interval is the paired-round t interval
 (one round: the items' alone): only its point, bounds, level and degrees of freedom are read.
+
+Two configurations of the same traffic (one candidate on every request; a candidate on some workloads and the
+baseline elsewhere) are compared by `mix_ratio`: the ratio of their mix speedups over the SAME draws, each cell's
+draw shared wherever both configurations run the same candidate there (paired: a cell they share cancels), and
+different candidates drawn independently (their shared baseline rounds correlate them positively, so leaving that
+out makes the ratio's interval, if anything, wider).
 """
 
 from __future__ import annotations
@@ -29,10 +35,10 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 from scipy import stats as scipy_stats
 
-from specselect.records.evidence.mix import MixCellShare, MixEstimate, MixPolicy
+from specselect.records.evidence.mix import MixCellShare, MixEstimate, MixPolicy, MixRatio
 from specselect.records.evidence.rounds import RoundEstimate
 
-__all__ = ["CellSpeedup", "MixCell", "mix_speedup"]
+__all__ = ["CellSpeedup", "MixCell", "mix_ratio", "mix_speedup"]
 
 
 class CellSpeedup(BaseModel):
@@ -77,25 +83,50 @@ class MixCell(BaseModel):
     baseline_seconds: float = Field(gt=0, allow_inf_nan=False)
     speedup: CellSpeedup | None
     """None: speculation stays off in this cell (speedup exactly 1)."""
+    source: str = ""
+    """Whose speedup it is (the candidate): cells of one source and workload share their draw, also across the
+    two configurations `mix_ratio` compares."""
 
 
 def _draws(cells: Sequence[MixCell], policy: MixPolicy) -> np.ndarray:
-    """(draws x cells) speedup draws: one standard draw per workload, scaled by each cell's log standard error."""
+    """(draws x cells) speedup draws: one standard draw per source and workload (and degrees of freedom), scaled by
+    each cell's log standard error."""
     rng = np.random.default_rng(policy.seed)
-    workloads = sorted({c.workload for c in cells})
+    keys = sorted({(c.source, c.workload) for c in cells})
     out = np.ones((policy.n_draws, len(cells)), dtype=np.float64)
-    shared: dict[tuple[str, float | None], np.ndarray] = {}
-    for name in workloads:
-        for df in sorted({c.speedup.df for c in cells if c.workload == name and c.speedup is not None}, key=str):
+    shared: dict[tuple[str, str, float | None], np.ndarray] = {}
+    for source, name in keys:
+        mine = [c for c in cells if (c.source, c.workload) == (source, name) and c.speedup is not None]
+        for df in sorted({c.speedup.df for c in mine if c.speedup is not None}, key=str):
             normal = rng.standard_normal(policy.n_draws)
-            shared[(name, df)] = normal if df is None else scipy_stats.t.ppf(scipy_stats.norm.cdf(normal), df)
+            shared[(source, name, df)] = normal if df is None else scipy_stats.t.ppf(scipy_stats.norm.cdf(normal), df)
     for j, cell in enumerate(cells):
         if cell.speedup is not None:
-            z = shared[(cell.workload, cell.speedup.df)]
+            z = shared[(cell.source, cell.workload, cell.speedup.df)]
             # A t on one or two degrees of freedom has tails past float range: clipped, such a draw is a huge (or
             # tiny) speedup, which the harmonic mean takes in its stride.
             out[:, j] = np.exp(np.clip(math.log(cell.speedup.point) + cell.speedup.log_se * z, -700.0, 700.0))
     return out
+
+
+def _weighted(cells: Sequence[MixCell]) -> list[MixCell]:
+    weighted = [c for c in cells if c.share > 0]
+    if not weighted:
+        raise ValueError("a mix needs at least one cell with a positive share of requests")
+    return weighted
+
+
+def _mix_of(weighted: Sequence[MixCell], draws: np.ndarray) -> tuple[float, np.ndarray]:
+    """(point, draws) of S over `weighted`, whose speedup draws are the columns of `draws`."""
+    a = np.asarray([c.share * c.baseline_seconds for c in weighted], dtype=np.float64)
+    points = np.asarray([c.speedup.point if c.speedup is not None else 1.0 for c in weighted], dtype=np.float64)
+    with np.errstate(over="ignore", divide="ignore"):
+        return float(a.sum() / (a / points).sum()), a.sum() / (a / draws).sum(axis=1)
+
+
+def _bounds(values: np.ndarray, level: float) -> tuple[float, float]:
+    low, high = (float(v) for v in np.quantile(values, [(1 - level) / 2, (1 + level) / 2]))
+    return low, high
 
 
 def mix_speedup(cells: Sequence[MixCell], policy: MixPolicy | None = None) -> MixEstimate:
@@ -104,16 +135,11 @@ def mix_speedup(cells: Sequence[MixCell], policy: MixPolicy | None = None) -> Mi
     Raises ValueError without a cell of positive share.
     """
     policy = policy or MixPolicy()
-    weighted = [c for c in cells if c.share > 0]
-    if not weighted:
-        raise ValueError("mix_speedup needs at least one cell with a positive share of requests")
+    weighted = _weighted(cells)
+    point, mix = _mix_of(weighted, _draws(weighted, policy))
+    low, high = _bounds(mix, policy.level)
     a = np.asarray([c.share * c.baseline_seconds for c in weighted], dtype=np.float64)
     points = np.asarray([c.speedup.point if c.speedup is not None else 1.0 for c in weighted], dtype=np.float64)
-    point = float(a.sum() / (a / points).sum())
-    draws = _draws(weighted, policy)
-    with np.errstate(over="ignore", divide="ignore"):
-        mix = a.sum() / (a / draws).sum(axis=1)
-    low, high = (float(v) for v in np.quantile(mix, [(1 - policy.level) / 2, (1 + policy.level) / 2]))
     cand_time = a / points
     shares = tuple(
         MixCellShare(
@@ -128,3 +154,30 @@ def mix_speedup(cells: Sequence[MixCell], policy: MixPolicy | None = None) -> Mi
         for i, c in enumerate(weighted)
     )
     return MixEstimate(point=point, low=low, high=high, level=policy.level, cells=shares, policy=policy)
+
+
+def mix_ratio(
+    first: Sequence[MixCell], second: Sequence[MixCell], names: tuple[str, str], policy: MixPolicy | None = None
+) -> MixRatio:
+    """S(first) / S(second) over the same traffic, paired: both mixes read one set of draws (see `MIX_RATIO_RULE`).
+
+    `names` says what each configuration is. Raises ValueError without a cell of positive share on either side.
+    """
+    policy = policy or MixPolicy()
+    one, two = _weighted(first), _weighted(second)
+    draws = _draws([*one, *two], policy)
+    point_one, mix_one = _mix_of(one, draws[:, : len(one)])
+    point_two, mix_two = _mix_of(two, draws[:, len(one) :])
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        ratio = mix_one / mix_two
+    low, high = _bounds(ratio, policy.level)
+    return MixRatio(
+        first=names[0],
+        second=names[1],
+        point=point_one / point_two,
+        low=low,
+        high=high,
+        level=policy.level,
+        distinguishable=not low <= 1.0 <= high,
+        policy=policy,
+    )

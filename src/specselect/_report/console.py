@@ -10,6 +10,7 @@ from rich.table import Table
 
 from specselect.records.evidence.result import ScenarioEvidence
 from specselect.records.group import GroupResult
+from specselect.records.handoff import Handoff, HandoffMix
 from specselect.records.results import AdmissionFile, EvidenceFile
 
 __all__ = [
@@ -26,8 +27,15 @@ __all__ = [
     "fmt_workload",
     "groups_table",
     "make_console",
+    "mix_answers",
+    "mix_closing_lines",
     "report_decision_rows",
 ]
+
+OLDER_MIX_NOTE = (
+    "(a hand-off written before schema 3: its answer routes workloads; `specselect run --resume` on the results "
+    "directory, or a new run, gives the single configuration first)"
+)
 
 
 def make_console() -> Console:
@@ -211,3 +219,19 @@ def groups_table(groups: Sequence[GroupResult]) -> Table:
         done = sum(1 for s in g.all_scenario_runs() if s.status == "completed")
         table.add_row(g.group, g.run_status.value, g.reason, launched, startup, str(done), g.log_path or "-")
     return table
+
+
+def mix_answers(mix: HandoffMix) -> list[tuple[str, str]]:
+    """The answers for a traffic mix in their order, as (label, sentence): the best single configuration first,
+    routing second (a hand-off written before schema 3 has only its routed answer)."""
+    if mix.single is None:
+        return [("routed", f"{mix.recommendation} {OLDER_MIX_NOTE}")]
+    routed = mix.routing.recommendation if mix.routing is not None else mix.routing_note or "none"
+    return [("one configuration", mix.recommendation), ("routed", routed)]
+
+
+def mix_closing_lines(handoff: Handoff | None) -> list[str]:
+    """The console's closing lines for the traffic mix, in the hand-off's order (none without [traffic])."""
+    if handoff is None or handoff.mix is None:
+        return []
+    return [f"traffic mix, {label}: {sentence}" for label, sentence in mix_answers(handoff.mix)]

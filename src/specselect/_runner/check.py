@@ -142,6 +142,20 @@ def _chosen(handoff: Handoff, asked: str | None) -> str:
     return max(dict.fromkeys(named), key=named.count)
 
 
+def _mix_scenarios(handoff: Handoff, name: str) -> set[str]:
+    """The scenarios the mix's answer runs `name` in: every weighted one for the single configuration, its
+    segments' for a hand-off written before schema 3 (whose answer routed workloads)."""
+    mix = handoff.mix
+    if mix is None or mix.recommended != name:
+        return set()
+    if mix.single is not None:
+        return {
+            f"{w}-c{c}" for w, share in mix.workloads.items() if share > 0 for c, p in mix.concurrency.items() if p > 0
+        }
+    option = next(o for o in mix.options if o.candidate == name)
+    return {f"{s.workload}-c{c}" for s in option.segments for c in s.levels}
+
+
 def load_recorded(target: Path, candidate: str | None) -> Recorded:
     """The hand-off at `target` and the candidate to check (the recommendation unless one is named)."""
     path = _handoff_path(target)
@@ -153,10 +167,7 @@ def load_recorded(target: Path, candidate: str | None) -> Recorded:
             fix="run the plan again with this version",
         )
     name = _chosen(handoff, candidate)
-    recommended = {s.scenario for s in handoff.scenarios if s.recommended == name}
-    if handoff.mix is not None and handoff.mix.recommended == name:
-        option = next(o for o in handoff.mix.options if o.candidate == name)
-        recommended |= {f"{s.workload}-c{c}" for s in option.segments for c in s.levels}
+    recommended = {s.scenario for s in handoff.scenarios if s.recommended == name} | _mix_scenarios(handoff, name)
     found = {s.scenario: c for s in handoff.scenarios for c in s.candidates if c.candidate == name}
     if not found:
         raise UsageError(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -19,6 +19,8 @@ class ResultsDocument(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+    READABLE_SCHEMA_VERSIONS: ClassVar[tuple[int, ...]] = (RESULTS_SCHEMA_VERSION,)
+    """The versions of this document this specselect reads (a document that changed keeps reading its older ones)."""
     schema_version: int = RESULTS_SCHEMA_VERSION
     tool: Literal["specselect"] = "specselect"
     tool_version: str = Field(default_factory=lambda: specselect.__version__)

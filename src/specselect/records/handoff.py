@@ -3,17 +3,18 @@ answer for the plan's traffic mix, and how to start each measured configuration 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
-from specselect.records.document import ResultsDocument
+from specselect.records.document import RESULTS_SCHEMA_VERSION, ResultsDocument
 from specselect.records.evidence.acceptance import AcceptanceSpread
-from specselect.records.evidence.mix import MixEstimate
+from specselect.records.evidence.mix import MixEstimate, MixRatio
 from specselect.records.evidence.sweeps import DerivedSchedule
 from specselect.records.server import ServeFlags
 
 __all__ = [
+    "HANDOFF_SCHEMA_VERSION",
     "Handoff",
     "HandoffCandidate",
     "HandoffConcurrency",
@@ -22,10 +23,16 @@ __all__ = [
     "HandoffLength",
     "HandoffMix",
     "HandoffMixOption",
+    "HandoffRouting",
     "HandoffScenario",
     "HandoffSegment",
+    "HandoffSingle",
     "HandoffTrack",
 ]
+
+HANDOFF_SCHEMA_VERSION = 3
+"""handoff.json's version: 3 puts the best single configuration first in `mix` (`single`, then `routing`); version 2
+documents (whose `mix.recommendation` routes workloads) are still read, without those two."""
 
 
 class HandoffCandidate(BaseModel):
@@ -172,10 +179,52 @@ class HandoffMixOption(BaseModel):
     segments: tuple[HandoffSegment, ...]
     concurrency_cutoff: int | None
     """Speculation only up to this many concurrent requests (None: at every measured level, or nowhere)."""
+    single_excluded: str | None = None
+    """Why it cannot be the single configuration (clearly slower than the baseline on a workload, outputs failed,
+    a latency or memory limit clearly exceeded, a weighted scenario without evidence); None: it can."""
+
+
+class HandoffSingle(BaseModel):
+    """The best single server configuration for the mix: one candidate on every request, or the baseline."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    candidate: str | None
+    """None: the target-only baseline."""
+    family: str | None = None
+    estimate: MixEstimate | None = None
+    """The candidate on every request (None for the baseline: exactly 1.0)."""
+    faster_than_baseline: bool
+    """The estimate's interval lies entirely above 1.0 (False for the baseline itself)."""
+    runner_up: str | None = None
+    """The next configuration by point: a candidate on every request; None: the baseline, or no other."""
+    versus_runner_up: MixRatio | None = None
+    """This configuration's mix speedup over the runner-up's, paired (None when the runner-up is the baseline:
+    `estimate` is that comparison)."""
+    eligible: tuple[str, ...] = ()
+    """The candidates that could serve every request, best point first."""
+    rule: str
+
+
+class HandoffRouting(BaseModel):
+    """The second answer: a candidate on the workloads where it was accepted, the baseline on the others."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    candidate: str
+    family: str
+    estimate: MixEstimate
+    gain: MixRatio | None
+    """The routed mix over the single configuration, paired on the same draws (None in documents written before
+    schema 3)."""
+    recommendation: str
+    serve: ServeFlags | None = None
+    """The routed candidate's flags, its concurrency cut-off written in where it has one."""
+    serve_note: str | None = None
 
 
 class HandoffMix(BaseModel):
-    """The one recommendation for the plan's `[traffic]` mix."""
+    """The answer for the plan's `[traffic]` mix: the best single configuration first, routing second."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -184,11 +233,19 @@ class HandoffMix(BaseModel):
     options: tuple[HandoffMixOption, ...]
     """Every candidate with comparable evidence in the mix, best first (highest lower bound on its segments)."""
     recommended: str | None
+    """The first answer's candidate: the single configuration's (None: the baseline). Before schema 3, the routed
+    recommendation's."""
     recommendation: str
+    """The first answer in words (before schema 3, the routed recommendation)."""
     serve: ServeFlags | None = None
-    """The recommended configuration's exact flags, its concurrency cut-off written in where it has one."""
+    """The first answer's exact flags (before schema 3, the routed recommendation's)."""
     serve_note: str | None = None
     rule: str
+    single: HandoffSingle | None = None
+    """The best single configuration (None in documents written before schema 3)."""
+    routing: HandoffRouting | None = None
+    """Routing workloads to different configurations, with its gain over `single`; None: see `routing_note`."""
+    routing_note: str | None = None
 
 
 class HandoffControl(BaseModel):
@@ -214,6 +271,8 @@ class HandoffControl(BaseModel):
 class Handoff(ResultsDocument):
     """`handoff.json`: only completed + comparable candidates, per scenario, with identities and the rule."""
 
+    READABLE_SCHEMA_VERSIONS: ClassVar[tuple[int, ...]] = (RESULTS_SCHEMA_VERSION, HANDOFF_SCHEMA_VERSION)
+    schema_version: int = HANDOFF_SCHEMA_VERSION
     label: str
     plan_hash: str
     engine_kind: str

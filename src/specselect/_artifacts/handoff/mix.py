@@ -1,24 +1,32 @@
-"""The hand-off's answer for the plan's `[traffic]` mix: which candidate, enabled where, and the expected speedup.
+"""The hand-off's answer for the plan's `[traffic]` mix: the best single configuration first, routing second.
 
-Per candidate and workload of the mix, the candidate is enabled from the lowest concurrency level up to the last
-level below which every level was accepted (the crossover's cut-off); one speculative server serves every enabled
-workload, so its cut-off is the lowest of theirs, and the mix counts every other cell at the baseline's speed.
-The expected speedup and its interval come from `evidence.mix.mix_speedup` over the per-scenario intervals; the
-recommended candidate has the highest lower bound on its segments, and only when that bound is above 1.0.
+First (`single`): one candidate on every request, or the target-only baseline -- what most deployments run (see
+`handoff.single` for the rule). Second (`routing`): per candidate and workload of the mix, the candidate is enabled
+from the lowest concurrency level up to the last level below which every level was accepted (the crossover's
+cut-off); one speculative server serves every enabled workload, so its cut-off is the lowest of theirs, and the
+baseline serves every other cell. The routed candidate has the highest lower bound on its segments, when above
+1.0, and its gain over the single configuration is the ratio of the two mixes on the same draws
+(`evidence.mix.mix_ratio`). Every speedup and interval comes from `evidence.mix` over the per-scenario intervals.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from specselect._core.status import Decision, EvidenceStatus
-from specselect._evidence.mix import CellSpeedup, MixCell, mix_speedup
-from specselect._plan.traffic import TrafficConfig
-from specselect.records.evidence.mix import MIX_RULE, MixEstimate, MixPolicy
-from specselect.records.evidence.result import ScenarioEvidence
-from specselect.records.handoff import HandoffMix, HandoffMixOption, HandoffSegment
+from specselect._artifacts.handoff.single import (
+    SINGLE_RULE,
+    fmt_estimate,
+    fmt_ratio,
+    single_answer,
+    single_exclusion,
+    single_sentence,
+)
+from specselect._artifacts.handoff.traffic import MixInputs, Where, every_request
+from specselect._core.status import Decision
+from specselect._evidence.mix import mix_ratio
+from specselect.records.evidence.mix import MIX_RATIO_RULE, MIX_RULE, MixEstimate, MixRatio
+from specselect.records.handoff import HandoffMix, HandoffMixOption, HandoffRouting, HandoffSegment, HandoffSingle
 from specselect.records.proposals import ScheduleRange
-from specselect.records.results import EvidenceFile
 from specselect.records.server import ServeFlags
 
 __all__ = ["MIX_ADVICE_RULE", "NO_TRAFFIC_NOTE", "MixInputs", "ServeWith", "mix_advice"]
@@ -28,52 +36,17 @@ NO_TRAFFIC_NOTE = (
     "workload's and concurrency level's share of your requests for one answer for your mix)"
 )
 MIX_ADVICE_RULE = (
-    "per candidate and workload: enabled from the lowest level up to the last level below which every level's "
-    "decision is accept; one speculative server for every enabled workload, cut off at the lowest of their "
-    "levels; every other cell at the baseline's speed (1.0). Recommended: the highest lower bound of the mix "
-    "speedup on its segments, when above 1.0. Mix speedup: "
+    f"first, the best single configuration: {SINGLE_RULE}. Second, routing: per candidate and workload, enabled "
+    "from the lowest level up to the last level below which every level's decision is accept; one speculative "
+    "server for every enabled workload, cut off at the lowest of their levels; the baseline on every other cell "
+    "(1.0); the candidate with the highest lower bound of the mix speedup on its segments, when above 1.0; its "
+    f"gain over the single configuration: {MIX_RATIO_RULE}. Mix speedup: "
 )
 
 ServeWith = Callable[[str, Sequence[ScheduleRange] | None], tuple[ServeFlags | None, bool]]
 """(group, batch-size schedule or None) -> the group's serve flags, and whether the engine wrote the schedule in."""
 Cutoff = Callable[[str, int], Sequence[ScheduleRange] | None]
 """(group, highest enabled level) -> the batch-size schedule that stops speculating above it."""
-
-
-class MixInputs:
-    """What the mix reads: the traffic, the levels, the evidence and the baseline's seconds per request."""
-
-    def __init__(
-        self,
-        traffic: TrafficConfig,
-        levels: Sequence[int],
-        evidence: EvidenceFile,
-        baseline_seconds: Mapping[tuple[str, int], float],
-        policy: MixPolicy,
-    ) -> None:
-        self.traffic = traffic
-        self.levels = sorted(levels)
-        self.cells = traffic.cells(self.levels)
-        self.evidence = evidence
-        self.baseline_seconds = baseline_seconds
-        self.policy = policy
-
-    def entry(self, candidate: str, workload: str, level: int) -> ScenarioEvidence | None:
-        """The candidate's comparable evidence in one cell, or None."""
-        return next(
-            (
-                e
-                for e in self.evidence.entries
-                if (e.candidate, e.workload, e.concurrency) == (candidate, workload, level)
-                and e.evidence.evidence_status == EvidenceStatus.COMPARABLE
-            ),
-            None,
-        )
-
-
-def _cell_speedup(entry: ScenarioEvidence) -> CellSpeedup | None:
-    """THE speedup over every launch of both sides (`ScenarioEvidence.speedup`), the one the decision used."""
-    return CellSpeedup.of_estimate(entry.speedup) if entry.speedup is not None else None
 
 
 def _segment(inputs: MixInputs, candidate: str, workload: str) -> HandoffSegment:
@@ -106,83 +79,125 @@ def _segment(inputs: MixInputs, candidate: str, workload: str) -> HandoffSegment
     )
 
 
-def _estimate(inputs: MixInputs, candidate: str, on: Callable[[str, int], bool]) -> MixEstimate | None:
-    cells: list[MixCell] = []
-    for (workload, level), share in inputs.cells.items():
-        seconds = inputs.baseline_seconds.get((workload, level))
-        if seconds is None or seconds <= 0:
-            return None
-        entry = inputs.entry(candidate, workload, level) if on(workload, level) else None
-        speed = _cell_speedup(entry) if entry is not None else None
-        if on(workload, level) and speed is None:
-            return None
-        cells.append(
-            MixCell(workload=workload, concurrency=level, share=share, baseline_seconds=seconds, speedup=speed)
-        )
-    return mix_speedup(cells, inputs.policy)
-
-
 def _option(inputs: MixInputs, candidate: str, family: str) -> HandoffMixOption:
-    workloads = sorted({w for w, _ in inputs.cells})
-    segments = tuple(_segment(inputs, candidate, w) for w in workloads)
+    segments = tuple(_segment(inputs, candidate, w) for w in inputs.workloads)
     enabled = [s for s in segments if s.enabled]
     cutoff = min((s.levels[-1] for s in enabled), default=None)
     if cutoff is not None and cutoff >= inputs.levels[-1]:
         cutoff = None
-    on_names = {s.workload for s in enabled}
-    everywhere = _estimate(inputs, candidate, lambda w, c: True)
+    everywhere = inputs.estimate(candidate, every_request)
     missing = [f"{w}-c{c}" for w, c in inputs.cells if inputs.entry(candidate, w, c) is None]
     return HandoffMixOption(
         candidate=candidate,
         family=family,
         everywhere=everywhere,
         everywhere_note=f"no comparable evidence in {', '.join(missing)}" if everywhere is None and missing else None,
-        on_segments=_estimate(inputs, candidate, lambda w, c: w in on_names and (cutoff is None or c <= cutoff))
-        if enabled
-        else None,
+        on_segments=inputs.estimate(candidate, _routed(segments, cutoff)) if enabled else None,
         segments=segments,
         concurrency_cutoff=cutoff,
+        single_excluded=single_exclusion(inputs, candidate),
     )
+
+
+def _routed(segments: Sequence[HandoffSegment], cutoff: int | None) -> Where:
+    """Where a routed candidate serves: its enabled workloads, up to its cut-off."""
+    on_names = {s.workload for s in segments if s.enabled}
+    return lambda w, c: w in on_names and (cutoff is None or c <= cutoff)
 
 
 def _levels(levels: tuple[int, ...]) -> str:
     return str(levels[0]) if len(levels) == 1 else f"{levels[0]}-{levels[-1]}"
 
 
-def _fmt(est: MixEstimate) -> str:
-    level = f"{est.level * 100:.4g}%"
-    return f"{est.point:.2f}x [{est.low:.2f}, {est.high:.2f}] ({level})"
-
-
 def _keep(options: Sequence[HandoffMixOption]) -> str:
-    """Why the baseline stays, in words that agree with every number the options show."""
+    """Why no routing answer: in words that agree with every number the options show."""
     top = options[0] if options else None
     if top is not None and top.on_segments is not None:
         return (
-            f"keep the target-only baseline: the best candidate, {top.candidate}, enabled only where it was "
-            f"accepted, gives the mix {_fmt(top.on_segments)}, not surely above 1.0"
+            f"none surely faster: the best candidate enabled only where it was accepted, {top.candidate}, gives the "
+            f"mix {fmt_estimate(top.on_segments)}, not surely above 1.0"
         )
-    everywhere = next((o for o in options if o.everywhere is not None), None)
-    if everywhere is not None and everywhere.everywhere is not None:
-        return (
-            f"keep the target-only baseline: no candidate was accepted in any scenario of the mix; "
-            f"{everywhere.candidate} enabled everywhere would give {_fmt(everywhere.everywhere)}, "
-            "but each scenario's own decision is not an accept"
-        )
-    return "keep the target-only baseline: no candidate has comparable evidence in the mix"
+    if options:
+        return "none: no candidate was accepted in any scenario of the mix"
+    return "none: no candidate has comparable evidence in the mix"
 
 
-def _sentence(best: HandoffMixOption | None, options: Sequence[HandoffMixOption]) -> str:
-    if best is None or best.on_segments is None:
-        return _keep(options)
+def _same(routed: HandoffMixOption, single: HandoffSingle) -> bool:
+    """The routed configuration is the single one: its candidate, on every workload, with no cut-off."""
+    return (
+        routed.candidate == single.candidate
+        and routed.concurrency_cutoff is None
+        and all(s.enabled for s in routed.segments if s.share > 0)
+    )
+
+
+def _where(routed: HandoffMixOption) -> str:
     on = [
         f"{s.workload} ({s.share:.0%} of requests) at concurrency {_levels(s.levels)}"
-        for s in best.segments
+        for s in routed.segments
         if s.enabled
     ]
-    off = [f"{s.workload} ({s.share:.0%})" for s in best.segments if not s.enabled]
-    where = "; ".join(on) + (f", and the target-only baseline on {'; '.join(off)}" if off else "")
-    return f"use {best.candidate} ({best.family}) on {where}: expected speedup of the mix {_fmt(best.on_segments)}"
+    off = [f"{s.workload} ({s.share:.0%})" for s in routed.segments if not s.enabled]
+    return "; ".join(on) + (f", and the target-only baseline on {'; '.join(off)}" if off else "")
+
+
+def _routing_sentence(
+    routed: HandoffMixOption, estimate: MixEstimate, single: HandoffSingle, gain: MixRatio | None
+) -> str:
+    out = (
+        f"{routed.candidate} ({routed.family}) on {_where(routed)}, two server pools and a router: "
+        f"expected speedup of the mix {fmt_estimate(estimate)}"
+    )
+    if gain is None:
+        return out
+    versus = f"{single.candidate} on every request" if single.candidate else "the baseline on every request"
+    if gain.low > 1.0:
+        told = f"a gain over {versus} of {fmt_ratio(gain)}"
+    elif gain.high < 1.0:
+        told = f"slower than {versus}: {fmt_ratio(gain)}"
+    else:
+        told = f"not distinguishable from {versus}: {fmt_ratio(gain)}"
+    return f"{out}; {told}"
+
+
+def _routing(
+    inputs: MixInputs, options: Sequence[HandoffMixOption], single: HandoffSingle, serve: ServeWith, cutoff: Cutoff
+) -> tuple[HandoffRouting | None, str | None]:
+    """The routing answer with its gain over `single`, or None and why not."""
+    routed = next((o for o in options if o.on_segments is not None and o.on_segments.low > 1.0), None)
+    estimate = routed.on_segments if routed is not None else None
+    if routed is None or estimate is None:
+        return None, _keep(options)
+    if _same(routed, single):
+        return None, (
+            f"nothing to route: {routed.candidate} was accepted on every workload of the mix at every level, and "
+            "the single configuration already serves each with it"
+        )
+    mine = inputs.configuration(routed.candidate, _routed(routed.segments, routed.concurrency_cutoff))
+    theirs = inputs.configuration(single.candidate, every_request)
+    names = (f"{routed.candidate} routed", single.candidate or "baseline")
+    gain = mix_ratio(mine, theirs, names, inputs.policy) if mine and theirs else None
+    ranges = cutoff(routed.candidate, routed.concurrency_cutoff) if routed.concurrency_cutoff is not None else None
+    flags, written = serve(routed.candidate, ranges)
+    note = None
+    if ranges is not None:
+        note = (
+            f"speculation stops above {routed.concurrency_cutoff} concurrent requests through the engine's "
+            "batch-size schedule: derived from the measured levels, not measured as such"
+            if written
+            else f"the engine cannot stop speculating above {routed.concurrency_cutoff} concurrent requests by "
+            "itself: cap the load on this server there"
+        )
+    routing = HandoffRouting(
+        candidate=routed.candidate,
+        family=routed.family,
+        estimate=estimate,
+        gain=gain,
+        recommendation=_routing_sentence(routed, estimate, single, gain),
+        serve=flags,
+        serve_note=note,
+    )
+    return routing, None
 
 
 def mix_advice(
@@ -192,30 +207,23 @@ def mix_advice(
     serve: ServeWith,
     cutoff: Cutoff,
 ) -> HandoffMix:
-    """The mix's options for `candidates` (name -> family), the recommendation and its serve flags."""
+    """The mix's options for `candidates` (name -> family): the best single configuration with its serve flags
+    first, then routing with its gain over it."""
     options = [_option(inputs, name, family) for name, family in candidates.items()]
     options = [o for o in options if o.everywhere is not None or o.on_segments is not None]
     options.sort(key=lambda o: -(o.on_segments.low if o.on_segments is not None else 0.0))
-    best = next((o for o in options if o.on_segments is not None and o.on_segments.low > 1.0), None)
-    flags, note = None, None
-    if best is not None:
-        ranges = cutoff(best.candidate, best.concurrency_cutoff) if best.concurrency_cutoff is not None else None
-        flags, written = serve(best.candidate, ranges)
-        if ranges is not None:
-            note = (
-                f"speculation stops above {best.concurrency_cutoff} concurrent requests through the engine's "
-                "batch-size schedule: derived from the measured levels, not measured as such"
-                if written
-                else f"the engine cannot stop speculating above {best.concurrency_cutoff} concurrent requests by "
-                "itself: cap the load on this server there"
-            )
+    single = single_answer(inputs, options)
+    routing, routing_note = _routing(inputs, options, single, serve, cutoff)
+    flags = serve(single.candidate, None)[0] if single.candidate is not None else None
     return HandoffMix(
         workloads=dict(inputs.traffic.workloads),
         concurrency=inputs.traffic.profile(inputs.levels),
         options=tuple(options),
-        recommended=best.candidate if best is not None else None,
-        recommendation=_sentence(best, options),
+        recommended=single.candidate,
+        recommendation=single_sentence(single, options),
         serve=flags,
-        serve_note=note,
+        single=single,
+        routing=routing,
+        routing_note=routing_note,
         rule=MIX_ADVICE_RULE + MIX_RULE,
     )

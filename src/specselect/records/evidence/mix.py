@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["MIX_RULE", "MIX_SCHEMA_VERSION", "MixCellShare", "MixEstimate", "MixPolicy"]
+__all__ = ["MIX_RATIO_RULE", "MIX_RULE", "MIX_SCHEMA_VERSION", "MixCellShare", "MixEstimate", "MixPolicy", "MixRatio"]
 
 
 MIX_SCHEMA_VERSION = 1
@@ -17,6 +17,13 @@ MIX_RULE = (
     "read from its own interval (normal, Student t with its degrees of freedom when given), cells of one workload "
     "fully correlated (they share items), workloads independent, time weights a_i taken as known; percentiles of "
     "the draws at the policy's level"
+)
+
+MIX_RATIO_RULE = (
+    "S(first) / S(second) over the same traffic: both mixes computed on one set of Monte Carlo draws, a cell's "
+    "draw shared wherever both run the same candidate on the same workload (paired: what they share cancels), "
+    "different candidates drawn independently (their shared baseline correlates them positively: the interval is, "
+    "if anything, wider); distinguishable when the interval at the policy's level excludes 1.0"
 )
 
 
@@ -59,3 +66,22 @@ class MixEstimate(BaseModel):
     method: str = "monte_carlo_log_speedup"
     policy: MixPolicy
     rule: str = MIX_RULE
+
+
+class MixRatio(BaseModel):
+    """How much faster one configuration serves the mix than another: S(first) / S(second), paired draws."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    schema_version: int = MIX_SCHEMA_VERSION
+    first: str
+    second: str
+    point: float
+    low: float
+    high: float
+    level: float
+    distinguishable: bool
+    """The interval excludes 1.0: the two configurations are told apart at `level`."""
+    method: str = "monte_carlo_log_speedup_paired"
+    policy: MixPolicy
+    rule: str = MIX_RATIO_RULE
