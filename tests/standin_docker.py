@@ -188,7 +188,9 @@ def rm(args: list[str]) -> int:
 
 def ps(args: list[str]) -> int:
     """`docker ps [-a] [--filter label=KEY] [--format '{{.Names}} {{.Label "KEY"}}']`."""
-    wanted = [f.split("=", 1)[1] for i, f in enumerate(args) if i and args[i - 1] == "--filter" and f.startswith("label=")]
+    wanted = [
+        f.split("=", 1)[1] for i, f in enumerate(args) if i and args[i - 1] == "--filter" and f.startswith("label=")
+    ]
     fmt = args[args.index("--format") + 1] if "--format" in args else "{{.Names}}"
     for path in sorted((_state() / "containers").glob("*.json")):
         record = json.loads(path.read_text())
