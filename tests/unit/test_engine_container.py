@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+from test_fault_harness import make_fake_vllm
 
 from specselect._engines.base import LaunchSpec
 from specselect._engines.container import (
@@ -30,6 +31,8 @@ from specselect._engines.container import (
 from specselect._engines.probecommand import probe_runner
 from specselect._engines.server import ServerOptions, ServerProcess
 from specselect._engines.vllm.engine import VllmEngine
+from specselect._engines.vllm.probe import probe_vllm_command
+from specselect._plan import EngineConfig
 from specselect.errors import ConfigError, EngineSetupError
 
 STANDIN = Path(__file__).resolve().parents[1] / "standin_docker.py"
@@ -140,6 +143,30 @@ def test_a_shell_wrapper_cannot_be_probed_and_the_message_says_how_to_fix_it(tmp
     with pytest.raises(EngineSetupError) as err:
         probe_runner([str(wrapper)])
     assert "probe_command" in err.value.one_line()
+
+
+def test_the_probe_reads_the_vllm_inside_the_image_not_the_hosts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The "image" (the stand-in runtime's python) has a fake vLLM that declares 5 methods; the host's managed
+    vLLM declares 39. An image without vllm fails the probe, naming the command."""
+    docker, env = _runtime(tmp_path)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("STANDIN_DOCKER_PYTHON", str(make_fake_vllm(tmp_path / "image")))
+    runner = probe_runner([str(docker), "run", IMAGE])
+    caps = probe_vllm_command(runner, tmp_path / "cache")
+    assert set(caps.spec_methods) == {"ngram", "draft_model", "eagle", "eagle3", "suffix"}
+    assert caps.engine_version == "0.32.0+cpu" and f"--entrypoint python3 {IMAGE}" in caps.python
+    monkeypatch.setenv("STANDIN_DOCKER_PYTHON", sys.executable)  # specselect's own venv: no vllm
+    with pytest.raises(EngineSetupError, match="vllm is not installed"):
+        probe_vllm_command(runner, tmp_path / "cache")
+
+
+def test_probe_command_belongs_to_a_command() -> None:
+    assert EngineConfig(command=("/srv/serve.sh",), probe_command=("/opt/vllm/bin/python",)).probe_command
+    with pytest.raises(ValueError, match="probe_command applies only with command"):
+        EngineConfig(python="managed:vllm-cpu", probe_command=("python3",))
 
 
 def test_a_hugging_face_snapshot_is_mounted_with_its_blobs(tmp_path: Path) -> None:

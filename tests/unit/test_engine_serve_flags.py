@@ -195,3 +195,21 @@ def test_sglang_writes_its_own_speculative_arguments() -> None:
     assert flags.engine_version == "0.5.4" and flags.speculative is not None
     assert flags.speculative_local_keys == ("speculative_draft_model_path",)
     assert SglangEngine(python=caps.python).batch_schedule(((1, None, 3),), ctx.setup) is None
+
+
+def test_a_container_plans_hand_off_is_the_users_own_run_with_the_port_published_and_env_by_name() -> None:
+    command = ("docker", "run", "--gpus", "all", "vllm/vllm-openai:v0.32.0")
+    ctx = _ctx(NGRAM, env={"VLLM_CPU_KVCACHE_SPACE": "2"})
+    ctx = GroupContext(
+        candidate=ctx.candidate,
+        engine=EngineConfig(command=command, args=("--enforce-eager",), env={"VLLM_CPU_KVCACHE_SPACE": "2"}),
+        target_config=ctx.target_config,
+        target=ctx.target,
+        setup=ctx.setup,
+    )
+    flags = VllmEngine(command=command).serve_flags(ctx, None)
+    assert flags.program[:4] == ("docker", "run", "-p", "127.0.0.1:8000:8000")
+    assert flags.program[-3:] == ("--gpus", "all", "vllm/vllm-openai:v0.32.0")
+    assert "VLLM_CPU_KVCACHE_SPACE" in flags.program and "--name" not in flags.program  # by name, no run labels
+    assert flags.args[0] == "/models/smollm2"
+    assert flags.args[flags.args.index("--host") + 1] == "0.0.0.0"
