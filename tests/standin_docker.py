@@ -5,7 +5,7 @@ What it keeps of a real runtime (what specselect's container handling depends on
 - a "container" is a process group of its own (a new session), NOT a child that dies with the client: killing
   `docker run` (even with SIGKILL) leaves it running until `docker stop` / `docker rm -f`, as with a daemon;
 - `run` stays attached: the container's output is copied to the client's stdout; SIGTERM/SIGINT to the client is
-  passed on to the container (`--sig-proxy`); with `--rm` its state goes when it ends;
+  passed on to the container (unless `--sig-proxy=false`); with `--rm` its state goes when it ends;
 - its environment is clean: only `-e NAME` (the client's value) and `-e NAME=VALUE`, plus PATH and its own HOME;
 - a path argument that exists on the host but under no `-v` mount is refused (the file would not be there);
 - `-p HOST:PORT:PORT` publishes on HOST: the server inside binds `--host 0.0.0.0`, which is rewritten to HOST
@@ -133,8 +133,9 @@ def run(args: list[str]) -> int:
     def forward(signum: int, frame: object) -> None:
         os.killpg(proc.pid, signum)
 
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, forward)
+    if (opts.get("--sig-proxy") or ["true"])[-1] != "false":
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, forward)
     return _follow(proc, log, name)
 
 

@@ -214,11 +214,11 @@ def _containers(docker: Path, env: dict[str, str]) -> list[str]:
     return out.stdout.split()
 
 
-def _container_argv(docker: Path, tmp_path: Path, name: str, port: int) -> list[str]:
+def _container_argv(docker: Path, tmp_path: Path, name: str, port: int, *more: str) -> list[str]:
     script = tmp_path / "server.py"
     script.write_text(_SERVER)
     return [
-        str(docker), "run", "--rm", "--name", name, "--label", f"{LABEL_OWNER}={owner_label()}",
+        str(docker), "run", *more, "--rm", "--name", name, "--label", f"{LABEL_OWNER}={owner_label()}",
         "-p", f"127.0.0.1:{port}:{port}", "-v", f"{tmp_path}:{tmp_path}:ro",
         "--entrypoint", "python3", IMAGE, str(script), "--port", str(port),
     ]  # fmt: skip
@@ -247,7 +247,9 @@ def test_group_end_stops_and_removes_the_container_and_keeps_its_log(
 
 def test_after_sigkill_of_specselect_no_container_is_left(tmp_path: Path) -> None:
     """A child python holds a ServerProcess over the stand-in runtime and is SIGKILLed: the supervisor's cleanup
-    removes the container (whose processes the runtime, not the killed process group, owns)."""
+    removes the container (whose processes the runtime, not the killed process group, owns). `--sig-proxy=false`:
+    the client does not pass the supervisor's SIGTERM on, as when it is killed outright; without the cleanup
+    commands the container would run on (checked by disabling them: this test then fails)."""
     docker, env = _runtime(tmp_path)
     holder = tmp_path / "holder.py"
     holder.write_text(
@@ -262,7 +264,8 @@ def test_after_sigkill_of_specselect_no_container_is_left(tmp_path: Path) -> Non
             docker, tmp = Path({str(docker)!r}), Path({str(tmp_path)!r})
             cleanup = parse_container_command([str(docker), "run", "img"]).cleanup_argvs("specselect-t-killed")
             opts = ServerOptions(log_path=tmp / "server.log", served_model="x", cleanup=cleanup, poll_interval_s=0.1)
-            with ServerProcess(lambda port: _container_argv(docker, tmp, "specselect-t-killed", port), opts):
+            argv = lambda port: _container_argv(docker, tmp, "specselect-t-killed", port, "--sig-proxy=false")
+            with ServerProcess(argv, opts):
                 print("ready", flush=True)
                 time.sleep(600)
             """
