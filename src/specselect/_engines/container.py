@@ -209,7 +209,7 @@ def parse_container_command(command: Sequence[str] | None) -> ContainerCommand |
         refused = _refused(opt)
         if refused is not None:
             raise ConfigError(
-                f"engine.command: {refused} is not allowed in a container command ({_REFUSED[refused]})",
+                f"{refused} is not allowed in a container command ({_REFUSED[refused]})",
                 location="engine.command",
                 fix=f"remove {refused}",
             )
