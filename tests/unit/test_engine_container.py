@@ -30,6 +30,7 @@ from specselect._engines.container import (
 )
 from specselect._engines.probecommand import probe_runner
 from specselect._engines.server import ServerOptions, ServerProcess
+from specselect._engines.sglang.engine import SglangEngine
 from specselect._engines.vllm.engine import VllmEngine
 from specselect._engines.vllm.probe import probe_vllm_command
 from specselect._plan import EngineConfig
@@ -101,6 +102,22 @@ def test_a_plain_command_gets_vllm_serve_arguments_and_no_container_options(tmp_
     assert "--name" not in argv and "-e" not in argv
     legacy = VllmEngine(command=["python", "-m", "vllm.entrypoints.openai.api_server"]).argv(_spec(tmp_path), 1)
     assert legacy[3:5] == ["--model", str(tmp_path / "models" / "tiny")]
+
+
+def test_sglang_in_a_container_gets_the_same_container_and_its_own_server_arguments(tmp_path: Path) -> None:
+    image = "lmsysorg/sglang:v0.5.6"
+    engine = SglangEngine(command=["docker", "run", "--gpus", "all", image, "python3", "-m", "sglang.launch_server"])
+    argv = engine.argv(_spec(tmp_path), 30000)
+    at = argv.index(image)
+    assert "--name" in argv[:at] and "127.0.0.1:30000:30000" in argv[:at]
+    assert argv[at + 1 : at + 6] == [
+        "python3",
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        str(tmp_path / "models" / "tiny"),
+    ]
+    assert argv[argv.index("--host") + 1] == "0.0.0.0"
 
 
 @pytest.mark.parametrize("option", ["-d", "--detach", "-it", "--name=mine", "-dit"])
