@@ -211,5 +211,6 @@ def test_a_container_plans_hand_off_is_the_users_own_run_with_the_port_published
     assert flags.program[:4] == ("docker", "run", "-p", "127.0.0.1:8000:8000")
     assert flags.program[-3:] == ("--gpus", "all", "vllm/vllm-openai:v0.32.0")
     assert "VLLM_CPU_KVCACHE_SPACE" in flags.program and "--name" not in flags.program  # by name, no run labels
+    assert "/models/smollm2:/models/smollm2:ro" in flags.program
     assert flags.args[0] == "/models/smollm2"
     assert flags.args[flags.args.index("--host") + 1] == "0.0.0.0"

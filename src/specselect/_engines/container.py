@@ -128,13 +128,15 @@ class ContainerCommand:
             argv += ["-v", f"{path}:{path}:ro"]
         return argv + list(self.options) + [self.image, *self.entry]
 
-    def deploy_argv(self, *, publish: tuple[str, int], env_names: Iterable[str]) -> list[str]:
-        """The container part of a hand-off's command: the user's own `run` with the port and environment."""
+    def deploy_argv(self, *, publish: tuple[str, int], env_names: Iterable[str], mounts: Iterable[Path]) -> list[str]:
+        """The container part of a hand-off's command: the user's own `run` with the port, environment and models."""
         argv = [self.runtime, "run"]
         if not self.host_network:
             argv += ["-p", f"{_bracket(publish[0])}:{publish[1]}:{publish[1]}"]
         for var in sorted(set(env_names)):
             argv += ["-e", var]
+        for path in sorted(set(mounts)):
+            argv += ["-v", f"{path}:{path}:ro"]
         return argv + list(self.options) + [self.image, *self.entry]
 
     def probe_argv(self) -> list[str]:
@@ -269,9 +271,11 @@ def container_launch(
 def container_deploy(
     container: ContainerCommand, spec: LaunchSpec, env_names: Iterable[str]
 ) -> tuple[list[str], LaunchSpec]:
-    """A hand-off's head and spec: the user's own container command with the port published and the environment
-    passed by name (no specselect name, labels or mounts: those belong to the measurement)."""
-    head = container.deploy_argv(publish=(spec.host, spec.port), env_names=env_names)
+    """A hand-off's head and spec: the user's own container command with the port published, the environment
+    passed by name and the models mounted (no specselect name or labels: those belong to the measurement)."""
+    head = container.deploy_argv(
+        publish=(spec.host, spec.port), env_names=env_names, mounts=mount_roots(_local_paths(spec))
+    )
     inner = spec if container.host_network else spec.model_copy(update={"host": CONTAINER_BIND})
     return head, inner
 
@@ -297,7 +301,7 @@ def mount_roots(paths: Iterable[Path]) -> set[Path]:
     for given in paths:
         path = given.absolute()
         cached = next((p for p in (path, *path.parents) if p.name.startswith("models--")), None)
-        roots.add(cached if cached is not None else (path if path.is_dir() else path.parent))
+        roots.add(cached if cached is not None else (path.parent if path.is_file() else path))
     return roots
 
 

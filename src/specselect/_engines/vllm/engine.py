@@ -331,7 +331,7 @@ class VllmEngine:
         head = list(self._command or VLLM_DEPLOY_PROGRAM)
         container = parse_container_command(self._command)
         if container is not None:
-            head, spec = container_deploy(container, spec, _server_env_names(spec))
+            head, spec = container_deploy(container, spec, [*spec.env, *(["VLLM_API_KEY"] if spec.api_key_env else [])])
         argv = build_vllm_argv(spec, spec.port, command=head)
         return serve_flags_of(ctx, gathered, spec, argv, program_length=len(head), local_keys=("model",))
 
