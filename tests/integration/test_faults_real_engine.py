@@ -43,7 +43,7 @@ from specselect.records.results import Manifest
 
 pytestmark = pytest.mark.integration
 
-SERVER_MODULE = "vllm.entrypoints.openai.api_server"
+SERVER_MODULE = "vllm.entrypoints.cli.main"
 KEY_ENV = "SPECSELECT_FAULTS_API_KEY"
 PLANTED = "sk-faults-7d3b1e9c5a2f4d6b8e0a1c3e5f7b9d2a"
 _PORT_RE = re.compile(r"^# specselect: .* attempt \d+ on port (\d+):", re.MULTILINE)

@@ -25,7 +25,7 @@ def _engine_processes(root: Path) -> list[psutil.Process]:
     found = []
     for proc in psutil.process_iter(["cmdline", "cwd"]):
         cmd = " ".join(proc.info.get("cmdline") or [])
-        if "vllm.entrypoints.openai.api_server" in cmd and str(root) in (proc.info.get("cwd") or ""):
+        if "vllm.entrypoints.cli.main" in cmd and str(root) in (proc.info.get("cwd") or ""):
             found.append(proc)
     return found
 

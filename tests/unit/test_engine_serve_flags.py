@@ -18,7 +18,6 @@ from specselect._engines.openai.engine import OpenAIEndpointEngine
 from specselect._engines.sglang.engine import SglangEngine
 from specselect._engines.vllm.controllers import KNOWN_CONTROLLERS
 from specselect._engines.vllm.engine import VllmEngine
-from specselect._engines.vllm.launch import VLLM_SERVER_MODULE
 from specselect._plan import Candidate, EngineConfig, TargetConfig
 from specselect.records.assets import ResolvedModel
 from specselect.records.capabilities import DeviceInfo, SglangCapabilities, VllmCapabilities
@@ -81,10 +80,9 @@ NGRAM = Candidate(
 def test_the_vllm_flags_are_the_measured_launch_without_measurement_flags() -> None:
     flags = VllmEngine().serve_flags(_ctx(NGRAM, env={"VLLM_CPU_KVCACHE_SPACE": "2"}), None)
     assert isinstance(flags, ServeFlags)
-    assert flags.program == ("python", "-m", VLLM_SERVER_MODULE)
+    assert flags.program == ("vllm", "serve")
     config = {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 2, "prompt_lookup_max": 4}
     assert flags.args == (
-        "--model",
         "/models/smollm2",
         "--served-model-name",
         "smollm2-135m",
@@ -106,10 +104,9 @@ def test_the_vllm_flags_are_the_measured_launch_without_measurement_flags() -> N
     assert flags.speculative == config
     assert flags.env == {"VLLM_CPU_KVCACHE_SPACE": "2", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
     assert (flags.engine_version, flags.target_snapshot, flags.proposer_snapshot) == ("0.32.0+cpu", "c" * 40, None)
-    assert flags.argv(python="/envs/vllm/bin/python", port=18123)[:1] == ("/envs/vllm/bin/python",)
     assert "--port 18123" in " ".join(flags.argv(port=18123))
     assert flags.shell.startswith(
-        "VLLM_CPU_KVCACHE_SPACE=2 VLLM_ENABLE_V1_MULTIPROCESSING=0 python -m vllm.entrypoints.openai.api_server --model"
+        "VLLM_CPU_KVCACHE_SPACE=2 VLLM_ENABLE_V1_MULTIPROCESSING=0 vllm serve /models/smollm2 --served-model-name"
     )
     assert "'--speculative-config' " not in flags.shell and '\'{"method"' in flags.shell
 
@@ -198,3 +195,22 @@ def test_sglang_writes_its_own_speculative_arguments() -> None:
     assert flags.engine_version == "0.5.4" and flags.speculative is not None
     assert flags.speculative_local_keys == ("speculative_draft_model_path",)
     assert SglangEngine(python=caps.python).batch_schedule(((1, None, 3),), ctx.setup) is None
+
+
+def test_a_container_plans_hand_off_is_the_users_own_run_with_the_port_published_and_env_by_name() -> None:
+    command = ("docker", "run", "--gpus", "all", "vllm/vllm-openai:v0.32.0")
+    ctx = _ctx(NGRAM, env={"VLLM_CPU_KVCACHE_SPACE": "2"})
+    ctx = GroupContext(
+        candidate=ctx.candidate,
+        engine=EngineConfig(command=command, args=("--enforce-eager",), env={"VLLM_CPU_KVCACHE_SPACE": "2"}),
+        target_config=ctx.target_config,
+        target=ctx.target,
+        setup=ctx.setup,
+    )
+    flags = VllmEngine(command=command).serve_flags(ctx, None)
+    assert flags.program[:4] == ("docker", "run", "-p", "127.0.0.1:8000:8000")
+    assert flags.program[-3:] == ("--gpus", "all", "vllm/vllm-openai:v0.32.0")
+    assert "VLLM_CPU_KVCACHE_SPACE" in flags.program and "--name" not in flags.program  # by name, no run labels
+    assert "/models/smollm2:/models/smollm2:ro" in flags.program
+    assert flags.args[0] == "/models/smollm2"
+    assert flags.args[flags.args.index("--host") + 1] == "0.0.0.0"

@@ -13,7 +13,7 @@ from specselect._common.secrets import redact_argv, redact_text
 from specselect._engines.base import Engine, LaunchSpec, Proposal
 from specselect._engines.http import sanity_check
 from specselect._engines.vllm.engine import VllmEngine
-from specselect._engines.vllm.launch import VLLM_SERVER_MODULE, build_vllm_argv
+from specselect._engines.vllm.launch import VLLM_CLI_MODULE, build_vllm_argv
 from specselect._engines.vllm.specconfig import build_speculative_config
 from specselect._engines.vllm.telemetry import spec_decode_delta
 from specselect.errors import ConfigError, ProtocolError
@@ -42,8 +42,8 @@ def test_baseline_argv_is_exact(tmp_path: Path) -> None:
     assert argv == [
         PY,
         "-m",
-        VLLM_SERVER_MODULE,
-        "--model",
+        VLLM_CLI_MODULE,
+        "serve",
         "/models/smollm2",
         "--served-model-name",
         "smollm2",

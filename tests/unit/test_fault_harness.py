@@ -1,7 +1,7 @@
 """Test support for the fault, security and bad-input tests: a fake vLLM environment and a run driver.
 
 The fake environment is a real venv whose `vllm` package is a stand-in: specselect probes it, admits n-gram
-candidates and starts `python -m vllm.entrypoints.openai.api_server` exactly as for the real engine, but the
+candidates and starts `python -m vllm.entrypoints.cli.main serve` exactly as for the real engine, but the
 "server" is a small stdlib HTTP server that streams a deterministic answer and can crash, hang, never become
 ready or print its API key on command (per-group engine_args). The real engine runs in tests/integration.
 
@@ -43,7 +43,8 @@ __all__ = [
     "wait_for_line",
 ]
 
-SERVER_MODULE = "vllm.entrypoints.openai.api_server"
+SERVER_MODULE = "vllm.entrypoints.cli.main"
+"""What specselect starts (`python -m vllm.entrypoints.cli.main serve MODEL ...`, the `vllm serve` console script)."""
 
 FAKE_SERVER = textwrap.dedent(
     '''
@@ -216,11 +217,12 @@ def make_fake_vllm(root: Path) -> Path:
     site = next((env_dir / "lib").glob("python3*/site-packages"))
     pkg = site / "vllm"
     (pkg / "config").mkdir(parents=True)
-    (pkg / "entrypoints" / "openai").mkdir(parents=True)
-    for init in (pkg, pkg / "config", pkg / "entrypoints", pkg / "entrypoints" / "openai"):
+    (pkg / "entrypoints" / "cli").mkdir(parents=True)
+    for init in (pkg, pkg / "config", pkg / "entrypoints", pkg / "entrypoints" / "cli"):
         (init / "__init__.py").write_text("")
     (pkg / "config" / "speculative.py").write_text(_SPECULATIVE)
-    (pkg / "entrypoints" / "openai" / "api_server.py").write_text(FAKE_SERVER)
+    # `serve MODEL` are positional words, which the stand-in's parse_known_args leaves aside like unknown flags.
+    (pkg / "entrypoints" / "cli" / "main.py").write_text(FAKE_SERVER)
     dist = site / "vllm-0.32.0+cpu.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm\nVersion: 0.32.0+cpu\n")

@@ -10,6 +10,8 @@ own process group
 - the pipe reports end-of-file: specselect is gone (nothing else holds the write end). The supervisor sends
   SIGTERM to the whole group, waits up to the grace period for it to empty, then SIGKILLs the group, itself
   included.
+The JSON line may instead be an object `{"argv": [...], "cleanup": [[...], ...]}`: commands that stop what the
+group cannot reach (a container run by a runtime's daemon), run in order before the group is stopped.
 It catches and ignores SIGTERM, SIGINT and SIGHUP, so specselect's own teardown (TERM to the group, then
 KILL) reaches the server while the supervisor stays to report the server's end. The server gets
 PR_SET_PDEATHSIG (SIGTERM) as well, so it is told to stop even if the supervisor itself is killed.
@@ -59,9 +61,19 @@ def _group_members(pgid: int) -> list[int]:
     return members
 
 
-def _stop_group(server: subprocess.Popen[bytes], grace_s: float) -> None:
+def _run_cleanup(cleanup: list[list[str]]) -> None:
+    for command in cleanup:
+        print(f"# specselect supervisor: {' '.join(command)}", flush=True)
+        try:
+            subprocess.run(command, stdin=subprocess.DEVNULL, timeout=60, check=False)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            print(f"# specselect supervisor: {command[0]!r} failed: {exc}", flush=True)
+
+
+def _stop_group(server: subprocess.Popen[bytes], grace_s: float, cleanup: list[list[str]]) -> None:
     pgid = os.getpgid(0)
     print(f"# specselect supervisor: specselect is gone; stopping process group {pgid}", flush=True)
+    _run_cleanup(cleanup)
     os.killpg(pgid, signal.SIGTERM)  # this process catches and ignores it
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline:
@@ -88,16 +100,22 @@ def _end_like(returncode: int) -> int:
     return 128 + sig
 
 
-def _read_command(lifeline: int) -> list[str] | None:
-    """The server's argv: the first line on the pipe (None when the pipe closed before a whole line)."""
+def _read_command(lifeline: int) -> tuple[list[str], list[list[str]]] | None:
+    """The server's argv and cleanup commands: the first line on the pipe (None when the pipe closed before a whole
+    line)."""
     data = b""
     while not data.endswith(b"\n"):
         block = os.read(lifeline, 65536)
         if not block:
             return None
         data += block
-    command = json.loads(data)
-    return [str(part) for part in command] if isinstance(command, list) and command else None
+    message = json.loads(data)
+    command, cleanup = (
+        (message.get("argv"), message.get("cleanup") or []) if isinstance(message, dict) else (message, [])
+    )
+    if not isinstance(command, list) or not command:
+        return None
+    return [str(part) for part in command], [[str(part) for part in c] for c in cleanup if isinstance(c, list) and c]
 
 
 def main(argv: list[str]) -> int:
@@ -106,9 +124,10 @@ def main(argv: list[str]) -> int:
         print("usage: _supervisor.py LIFELINE_FD GRACE_S (argv as a JSON line on the pipe)", file=sys.stderr)
         return 2
     lifeline, grace_s = int(argv[0]), float(argv[1])
-    command = _read_command(lifeline)
-    if command is None:
+    read = _read_command(lifeline)
+    if read is None:
         return 0  # specselect was gone before it said what to start
+    command, cleanup = read
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         # A handler, not SIG_IGN: caught signals are reset at exec, ignored ones would be ignored by the server.
         signal.signal(sig, _ignore)
@@ -129,7 +148,7 @@ def main(argv: list[str]) -> int:
             return _end_like(code)
         readable, _, _ = select.select([lifeline], [], [], _POLL_S)
         if readable and not os.read(lifeline, 1):
-            _stop_group(server, grace_s)
+            _stop_group(server, grace_s, cleanup)
             server.poll()
             return 0
 

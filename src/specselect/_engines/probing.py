@@ -38,6 +38,7 @@ __all__ = [
     "device_budget",
     "dist_records",
     "leased_setup",
+    "probe_argv",
     "probe_versions",
     "query_devices",
     "records_cache_key",
@@ -134,13 +135,23 @@ def records_cache_key(identity: Sequence[str], records: Sequence[Path]) -> str |
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32]
 
 
+def probe_argv(python: Path | Sequence[str], script: Path) -> list[str]:
+    """The command that runs a probe `script`: with an environment's python (from a neutral cwd), or after a
+    command prefix that runs the serving environment's python elsewhere (a container's `docker run ... IMAGE`,
+    say), which gets the script's text through `-c`."""
+    if isinstance(python, Path):
+        return script_command(python, script)
+    return [*python, "-c", script.read_text(encoding="utf-8")]
+
+
 def _run_probe_script(
-    python: Path, script: Path, cwd: Path, *, label: str, fix: str, env: Mapping[str, str] | None
+    python: Path | Sequence[str], script: Path, cwd: Path, *, label: str, fix: str, env: Mapping[str, str] | None
 ) -> dict[str, Any]:
     child_env = {**os.environ, **env} if env is not None else None
+    where = str(python) if isinstance(python, Path) else " ".join(python)
     try:
         proc = subprocess.run(
-            script_command(python, script),
+            probe_argv(python, script),
             cwd=cwd,
             env=child_env,
             capture_output=True,
@@ -149,18 +160,18 @@ def _run_probe_script(
             check=False,
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise EngineSetupError(f"{label} did not run: {exc}", location=str(python), fix=fix) from exc
+        raise EngineSetupError(f"{label} did not run: {exc}", location=where, fix=fix) from exc
     if proc.returncode != 0 or not proc.stdout.strip():
         tail = " | ".join(proc.stderr.strip().splitlines()[-3:])
-        raise EngineSetupError(f"{label} failed (exit {proc.returncode}): {tail}", location=str(python), fix=fix)
+        raise EngineSetupError(f"{label} failed (exit {proc.returncode}): {tail}", location=where, fix=fix)
     try:
         data = json.loads(proc.stdout.strip().splitlines()[-1])
     except ValueError as exc:
-        raise EngineSetupError(f"{label} printed no JSON: {exc}", location=str(python), fix=fix) from exc
+        raise EngineSetupError(f"{label} printed no JSON: {exc}", location=where, fix=fix) from exc
     if not isinstance(data, dict):
-        raise EngineSetupError(f"{label} printed no JSON object", location=str(python), fix=fix)
+        raise EngineSetupError(f"{label} printed no JSON object", location=where, fix=fix)
     if data.get("error"):
-        raise EngineSetupError(f"{label}: {data['error']}", location=str(python), fix=fix)
+        raise EngineSetupError(f"{label}: {data['error']}", location=where, fix=fix)
     return data
 
 
@@ -176,7 +187,7 @@ def _load_cached(path: Path) -> dict[str, Any] | None:
 
 
 def cached_probe(
-    python: Path,
+    python: Path | Sequence[str],
     script: Path,
     *,
     cache_dir: Path,
@@ -185,7 +196,8 @@ def cached_probe(
     fix: str,
     env: Mapping[str, str] | None = None,
 ) -> tuple[dict[str, Any], bool]:
-    """`script`'s answer under `python` (run in `cache_dir`) and whether it came from `cache_file`.
+    """`script`'s answer under `python` (run in `cache_dir`; a command prefix: see `probe_argv`) and whether it
+    came from `cache_file`.
 
     `cache_file` None: never cached. `env` is added to the script's environment. EngineSetupError, naming
     `label` and `fix`, when the script does not run or prints no JSON object or an `error`.

@@ -6,6 +6,9 @@ whole group. With a run directory, each launch's processes are recorded there (`
 found them gone, so a later run can stop what outlived even the supervisor. Output goes to a log file;
 readiness is polled on a health path and notices an early exit; teardown signals the whole group (TERM, then
 KILL) even on Ctrl-C and then confirms that the port is free and no process of the group is left.
+A server whose processes are not all in the group (a container, run by the runtime's daemon) names the
+commands that stop it (`ServerOptions.cleanup`): teardown runs them first, and so does the supervisor when
+specselect is gone.
 """
 
 from __future__ import annotations
@@ -120,6 +123,9 @@ class ServerOptions:
     term_grace_s: float = 30.0
     port_attempts: int = 3
     port_picker: Callable[[str], int] = pick_free_port
+    cleanup: tuple[tuple[str, ...], ...] = ()
+    """Commands that stop what the process group cannot reach (`docker stop NAME`, `docker rm -f NAME`), run in
+    order at teardown and by the supervisor when specselect is gone; their output goes to the log."""
 
 
 class ServerProcess(AbstractContextManager[RunningServer]):
@@ -143,6 +149,7 @@ class ServerProcess(AbstractContextManager[RunningServer]):
         self._term_grace_s = options.term_grace_s
         self._port_attempts = max(1, options.port_attempts)
         self._port_picker = options.port_picker
+        self._cleanup = options.cleanup
         self._proc: subprocess.Popen[bytes] | None = None
         """The supervisor, whose end is the server's (see `_supervisor.py`)."""
         self._lifeline: int | None = None
@@ -277,9 +284,10 @@ class ServerProcess(AbstractContextManager[RunningServer]):
         return [sys.executable, "-I", str(_SUPERVISOR), str(lifeline), str(grace)]
 
     def _send_command(self, argv: list[str]) -> None:
-        """The server's argv to the supervisor, as one JSON line on the lifeline."""
+        """The server's argv (and the cleanup commands) to the supervisor, as one JSON line on the lifeline."""
         assert self._lifeline is not None
-        data = (json.dumps(argv) + "\n").encode()
+        message: object = {"argv": argv, "cleanup": [list(c) for c in self._cleanup]} if self._cleanup else argv
+        data = (json.dumps(message) + "\n").encode()
         with contextlib.suppress(BrokenPipeError):  # a supervisor that died at once: readiness reports its end
             while data:
                 data = data[os.write(self._lifeline, data) :]
@@ -453,6 +461,17 @@ class ServerProcess(AbstractContextManager[RunningServer]):
                 return False
             time.sleep(0.1)
 
+    def _run_cleanup(self) -> None:
+        """The cleanup commands, in order, with their output in the log (a failing one does not stop the next)."""
+        for command in self._cleanup:
+            with open(self._log_path, "ab") as log:
+                log.write(f"# specselect: {' '.join(command)}\n".encode())
+                log.flush()
+                with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+                    subprocess.run(
+                        command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, timeout=60, check=False
+                    )
+
     def _teardown(self) -> None:
         if self._proc is None:
             return
@@ -460,6 +479,7 @@ class ServerProcess(AbstractContextManager[RunningServer]):
         killed = False
         self._track_descendants()
         try:
+            self._run_cleanup()
             self._signal_all(signal.SIGTERM)
             if not self._wait_gone(self._term_grace_s):
                 killed = True

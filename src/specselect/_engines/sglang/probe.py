@@ -16,11 +16,12 @@ distribution records' names and modification times, plus site-packages' modifica
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from specselect._common.home import default_home
+from specselect._common.secrets import redact_argv
 from specselect._engines.devices import scan_devices
 from specselect._engines.probing import (
     HOST_RESERVE_MB,
@@ -64,7 +65,7 @@ def _strs(value: Any) -> tuple[str, ...]:
 
 
 def probe_sglang(
-    python: Path,
+    python: Path | Sequence[str],
     *,
     cache_dir: Path | None = None,
     env: Mapping[str, str] | None = None,
@@ -73,20 +74,21 @@ def probe_sglang(
     """Probe the SGLang of `python` (cached per environment; no server, no `import sglang`).
 
     `env` is added to the probe's environment (PYTHONPATH for an SGLang outside site-packages, say); `visible`
-    is the CUDA_VISIBLE_DEVICES of the engine's environment.
+    is the CUDA_VISIBLE_DEVICES of the engine's environment; `python` as an argv prefix: uncached (`probe_argv`).
     EngineSetupError when the python cannot run or has no sglang.
     """
     started = time.monotonic()
-    python = Path(python).expanduser()
+    runner: Path | list[str] = Path(python).expanduser() if isinstance(python, str | Path) else list(python)
+    shown = str(runner) if isinstance(runner, Path) else " ".join(redact_argv(runner))
     cache_dir = cache_dir or default_home() / "cache" / "probe"
-    key = sglang_probe_cache_key(python) if not env else None
+    key = sglang_probe_cache_key(runner) if not env and isinstance(runner, Path) else None
     engine, from_cache = cached_probe(
-        python,
+        runner,
         Path(__file__).with_name("_probe_script.py"),
         cache_dir=cache_dir,
         cache_file=cache_dir / f"sglang-{key}.json" if key else None,
         label="SGLang probe",
-        fix=f"check that {python} is the python of an environment with sglang installed",
+        fix=f"check that {shown} is the python of an environment with sglang installed",
         env=env,
     )
     versions = probe_versions(engine)
@@ -94,8 +96,8 @@ def probe_sglang(
     if version is None:
         raise EngineSetupError(
             "sglang has no distribution record (no version) in this environment",
-            location=str(python),
-            fix=f"install sglang with pip into {python}'s environment",
+            location=shown,
+            fix=f"install sglang with pip into {shown}'s environment",
         )
     algorithms = _strs(engine.get("algorithms"))
     flags = set(_strs(engine.get("flags")))
@@ -109,7 +111,7 @@ def probe_sglang(
     source = engine.get("algorithm_source")
     return SglangCapabilities(
         engine_version=version,
-        python=str(python),
+        python=shown,
         **budget.caps_fields(),
         spec_methods=methods,
         method_hardware=dict.fromkeys(methods, "cuda"),

@@ -22,6 +22,13 @@ from specselect._engines.base import (
     RunningServer,
     ServeOptions,
 )
+from specselect._engines.container import (
+    ContainerCommand,
+    container_deploy,
+    container_launch,
+    container_name,
+    parse_container_command,
+)
 from specselect._engines.devices import group_budget_mb, visible_setting
 from specselect._engines.http import sanity_check, server_api_key, server_get
 from specselect._engines.launchargs import launch_api_key, python_or_command, server_options
@@ -37,6 +44,7 @@ from specselect._engines.launching import (
     require_target,
     serve_flags_of,
 )
+from specselect._engines.probecommand import command_probe_runner
 from specselect._engines.prometheus import MetricsSnapshot, parse_prometheus
 from specselect._engines.server import ServerProcess
 from specselect._engines.settings import EngineSettings, group_settings
@@ -44,8 +52,8 @@ from specselect._engines.vllm.controllers import BATCH_SCHEDULE_KEY
 from specselect._engines.vllm.envsetup import EngineEnv, engine_env_from_python, ensure_managed_vllm_env
 from specselect._engines.vllm.gate import backend_gate, engine_config_keys, options_gate, vllm_method
 from specselect._engines.vllm.gpu_audit import cuda_findings, drafter_room_findings, plan_sizer
-from specselect._engines.vllm.launch import VLLM_SERVER_MODULE, build_vllm_argv
-from specselect._engines.vllm.probe import probe_vllm
+from specselect._engines.vllm.launch import VLLM_DEPLOY_PROGRAM, build_vllm_argv
+from specselect._engines.vllm.probe import probe_vllm, probe_vllm_command
 from specselect._engines.vllm.sharedcache import share_model_class_cache
 from specselect._engines.vllm.specconfig import build_speculative_config, option_problem
 from specselect._engines.vllm.telemetry import request_spec_metrics, spec_decode_delta
@@ -78,7 +86,8 @@ _BEYOND = 1 << 20
 
 
 class VllmEngine:
-    """Engine kind "vllm": `python -m vllm.entrypoints.openai.api_server` (or a user's command prefix)."""
+    """Engine kind "vllm": `vllm serve` (as `python -m vllm.entrypoints.cli.main serve`), or a user's command prefix
+    (`vllm serve`, a wrapper, a container's `docker run ... IMAGE`: see `engines.container`)."""
 
     kind = "vllm"
     launches_servers = True
@@ -120,10 +129,11 @@ class VllmEngine:
         return None
 
     def prepare(self, plan: Plan, *, home: Path | None, progress: ProgressFn) -> EngineSetup:
-        """Install (managed) or locate the vLLM environment, then probe it without starting a server."""
+        """Install (managed) or locate the vLLM environment, then probe it without starting a server (behind a
+        command: through that command's python, see `engines.probecommand`)."""
         env = self._environment(plan.engine, home, progress)
         if env is None:
-            return EngineSetup(kind=self.kind, probe_error="engine.command given without engine.python: not probed")
+            return self._prepare_command(plan, home=home, progress=progress)
         try:
             caps = probe_vllm(
                 env, cache_dir=(home / "cache" / "probe") if home else None, visible=visible_setting(plan.engine.env)
@@ -138,15 +148,25 @@ class VllmEngine:
             shared_cache=(home or default_home()) / "cache" / "vllm",
         )
 
+    def _prepare_command(self, plan: Plan, *, home: Path | None, progress: ProgressFn) -> EngineSetup:
+        cache_dir = (home or default_home()) / "cache" / "probe"
+        try:
+            runner = command_probe_runner(plan.engine, progress)
+            progress(f"probing the engine behind engine.command: {' '.join(runner[:8])} ...")
+            caps = probe_vllm_command(runner, cache_dir, visible=visible_setting(plan.engine.env))
+        except (EngineSetupError, ConfigError) as exc:
+            return EngineSetup(kind=self.kind, probe_error=exc.one_line())
+        return EngineSetup(kind=self.kind, caps=caps, engine_version=caps.engine_version)
+
     def probe(self, cache_dir: Path | None = None) -> VllmCapabilities:
         """What this vLLM installation supports (read from its files; no server is started)."""
         env = self._env
         if env is None:
             if self._python is None:
                 raise ConfigError(
-                    "cannot probe vLLM behind a custom command",
+                    "cannot probe vLLM behind a custom command here",
                     location="engine.command",
-                    fix="also give the engine python",
+                    fix="run the preflight (it probes through the command) or give the engine python",
                 )
             env = engine_env_from_python(self._python)
         return probe_vllm(env, cache_dir=cache_dir)
@@ -156,6 +176,10 @@ class VllmEngine:
         (`prompt_lookup_mx`). A key no vLLM 0.32 has and nothing resembles is left to the probe of the installed
         engine, which may be newer."""
         problems: list[str] = []
+        try:
+            parse_container_command(plan.engine.command)
+        except ConfigError as exc:
+            problems.append(exc.one_line())
         for cand in plan.candidates:
             if cand.is_baseline:
                 continue
@@ -301,17 +325,21 @@ class VllmEngine:
         disable_prefix_caching: bool = False,
         extra_speculative: Mapping[str, Any] | None = None,
     ) -> ServeFlags:
-        """`python -m vllm.entrypoints.openai.api_server` with the group's flags, as `serve` starts it but on the
-        plan's host and port (8000 when the plan picks a free one) and without the per-request metrics flag."""
+        """`vllm serve MODEL` with the group's flags (or the plan's command: a container's with its port published),
+        as `serve` starts it but on the plan's host and port (8000 when the plan picks a free one) and without the
+        per-request metrics flag."""
         config = self.speculative_config(ctx, gathered)
         if config is not None and extra_speculative:
             config = {**config, **extra_speculative}
         spec = deploy_spec(
             ctx, speculative_config=config, env=self._server_env(ctx), disable_prefix_caching=disable_prefix_caching
         )
-        argv = build_vllm_argv(spec, spec.port, python=None if self._command else "python", command=self._command)
-        program = len(self._command) if self._command else len(("python", "-m", VLLM_SERVER_MODULE))
-        return serve_flags_of(ctx, gathered, spec, argv, program_length=program, local_keys=("model",))
+        head = list(self._command or VLLM_DEPLOY_PROGRAM)
+        container = parse_container_command(self._command)
+        if container is not None:
+            head, spec = container_deploy(container, spec, [*spec.env, *(["VLLM_API_KEY"] if spec.api_key_env else [])])
+        argv = build_vllm_argv(spec, spec.port, command=head)
+        return serve_flags_of(ctx, gathered, spec, argv, program_length=len(head), local_keys=("model",))
 
     def batch_schedule(self, schedule: Sequence[ScheduleRange], setup: EngineSetup) -> Mapping[str, Any] | None:
         """Dynamic speculative decoding (`num_speculative_tokens_per_batch_size`), where the probe found it."""
@@ -329,7 +357,14 @@ class VllmEngine:
             engine="vLLM",
             fix="run `specselect setup` or give the python of a venv with vllm",
         )
+        container = self._container()
+        if container is not None:
+            head, inner = container_launch(container, spec, port, _server_env_names(spec))
+            return build_vllm_argv(inner, port, command=head)
         return build_vllm_argv(spec, port, python=python, command=command)
+
+    def _container(self) -> ContainerCommand | None:
+        return parse_container_command(self._command)
 
     def launch(self, spec: LaunchSpec) -> ServerProcess:
         """A context manager yielding the ready server; `.release_check` holds the teardown check afterwards."""
@@ -339,12 +374,14 @@ class VllmEngine:
         if api_key:
             # Through the environment, not argv, so the key never shows in `ps` or in the recorded command.
             env["VLLM_API_KEY"] = api_key
+        container = self._container()
         options = server_options(
             spec,
             env=env,
             name=f"vLLM server for {spec.group}",
             term_grace_s=self._term_grace_s,
             poll_interval_s=self._poll_interval_s,
+            cleanup=container.cleanup_argvs(container_name(spec.run_dir)) if container is not None else (),
         )
         return ServerProcess(lambda port: self.argv(spec, port), options)
 
@@ -374,6 +411,11 @@ class VllmEngine:
     def sanity(self, server: RunningServer, timeout_s: float = 120.0) -> SanityResult:
         """The served model is listed by /v1/models and one short chat completion returns text."""
         return sanity_check(server.base_url, server.served_model, api_key=server_api_key(server), timeout_s=timeout_s)
+
+
+def _server_env_names(spec: LaunchSpec) -> list[str]:
+    """The variables a container server gets by name: vLLM's own, the group's, the API key's."""
+    return [*_VLLM_ENV, *spec.env, *(["VLLM_API_KEY"] if spec.api_key_env else [])]
 
 
 def _caps(ctx: GroupContext) -> EngineCapabilities:

