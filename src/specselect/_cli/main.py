@@ -2,13 +2,13 @@
 
 Exit codes:
   0    success
-  1    internal error: a bug in specselect (a traceback is printed; please report it);
-       `specselect doctor`: a check failed
+  1    internal error: a bug in specselect (a traceback is printed; please report it)
   2    bad input: plan, workload file, flag, results directory, or command-line usage
   3    the engine environment or a model asset could not be set up
   4    the serving engine failed: did not start, crashed, timed out or answered nonsense
   5    a result file could not be written or verified
   6    `specselect check` found the recorded configuration changed (one line per problem)
+  7    `specselect doctor` found a check that failed (one line per check)
   130  interrupted (Ctrl-C); completed work is kept
   141  the output pipe was closed (e.g. `specselect plan show ... | head`)
 """
