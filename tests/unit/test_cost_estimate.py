@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
-from specselect._plan import load_plan
+from specselect._plan import builtin_plan_text, load_plan
 from specselect._runner.cost import (
     TYPICAL,
     LocalModel,
@@ -14,6 +15,7 @@ from specselect._runner.cost import (
     disk_line,
     estimate_cost,
     params_from_name,
+    plan_cost_lines,
     plan_device,
     plan_facts,
 )
@@ -100,26 +102,76 @@ def test_the_disk_line_sums_what_local_configs_know_and_names_what_is_unknown_un
     )
 
 
-def test_plan_facts_read_a_config_only_snapshot_as_to_fetch_with_its_size(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    snapshot = tmp_path / "hub" / "models--XiaomiMiMo--MiMo-7B-RL" / "snapshots" / ("a" * 40)
+MIMO_CONFIG = {
+    "hidden_size": 4096,
+    "num_hidden_layers": 36,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "intermediate_size": 11008,
+    "vocab_size": 151680,
+    "torch_dtype": "bfloat16",
+}
+SHARDS = ("model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors")
+
+
+def hand_copied(hub: Path, repo: str, *, ref: str = "main", shards: tuple[str, ...] = SHARDS[:1]) -> Path:
+    """A snapshot copied into the hub cache by hand (no fetch record): config.json, an index naming both shards,
+    and the shards given."""
+    snapshot = hub / f"models--{repo.replace('/', '--')}" / "snapshots" / ("a" * 40)
     snapshot.mkdir(parents=True)
     (snapshot.parents[1] / "refs").mkdir()
-    (snapshot.parents[1] / "refs" / "main").write_text("a" * 40)
-    (snapshot / "config.json").write_text(
-        '{"hidden_size": 4096, "num_hidden_layers": 36, "num_attention_heads": 32, "num_key_value_heads": 8, '
-        '"intermediate_size": 11008, "vocab_size": 151680, "torch_dtype": "bfloat16"}'
-    )
+    (snapshot.parents[1] / "refs" / ref).write_text("a" * 40)
+    (snapshot / "config.json").write_text(json.dumps(MIMO_CONFIG))
+    index = {"weight_map": {"layer.0": SHARDS[0], "layer.1": SHARDS[1]}}
+    (snapshot / "model.safetensors.index.json").write_text(json.dumps(index))
+    for shard in shards:
+        (snapshot / shard).write_bytes(b"weights")
+    return snapshot
+
+
+def test_plan_facts_read_a_snapshot_missing_a_shard_as_to_fetch_with_its_size(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    snapshot = hand_copied(tmp_path / "hub", "XiaomiMiMo/MiMo-7B-RL")
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
     facts = plan_facts(load_plan("builtin:gpu-mtp"))
     (mimo,) = facts.models
-    assert (mimo.complete, mimo.bytes_per_param) == (False, 2)  # no weight files: still to fetch
+    assert (mimo.complete, mimo.bytes_per_param) == (False, 2)  # a shard its index names is missing: still to fetch
+    assert mimo.missing == (f"{SHARDS[1]} (missing)",)
     assert mimo.params is not None and 7.0e9 < mimo.params < 8.0e9
     assert facts.params["XiaomiMiMo/MiMo-7B-RL"] == mimo.params  # the local config beats the name's "7B"
     assert facts.items == {"math": 64, "code": 64, "hard": 32}
-    (snapshot / "model.safetensors").write_bytes(b"")
+    (snapshot / SHARDS[1]).write_bytes(b"weights")
     assert plan_facts(load_plan("builtin:gpu-mtp")).models[0].complete
+
+
+def test_validates_disk_line_names_a_snapshot_missing_a_shard_as_still_to_fetch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    snapshot = hand_copied(tmp_path / "hub", "XiaomiMiMo/MiMo-7B-RL")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    disk = plan_cost_lines(load_plan("builtin:gpu-mtp"))[-1]
+    assert disk.startswith("disk: 1 model to fetch, ~15.")
+    assert f"XiaomiMiMo/MiMo-7B-RL (partial here: {SHARDS[1]} (missing)) ~15." in disk
+    (snapshot / SHARDS[1]).write_bytes(b"weights")
+    assert not plan_cost_lines(load_plan("builtin:gpu-mtp"))[-1].startswith("disk:")  # complete: nothing to fetch
+
+
+def test_a_proposer_pinned_at_a_revision_is_costed_at_that_revision(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    draft = "Qwen/Qwen2.5-Coder-0.5B-Instruct"
+    text = builtin_plan_text("gpu-coder-draft").replace(f'proposer = "{draft}"', f'proposer = "{draft}@dev"', 1)
+    (tmp_path / "plan.toml").write_text(text)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    hand_copied(tmp_path / "hub", draft, ref="main", shards=SHARDS)  # complete, but at main: not what is served
+    loaded = load_plan(tmp_path / "plan.toml")
+    (proposer,) = (m for m in plan_facts(loaded).models if m.ref == draft)
+    assert (proposer.revision, proposer.complete) == ("dev", False)
+    assert f"{draft}@dev" in plan_cost_lines(loaded)[-1]
+    (tmp_path / "hub" / f"models--{draft.replace('/', '--')}" / "refs" / "dev").write_text("a" * 40)
+    (proposer,) = (m for m in plan_facts(load_plan(tmp_path / "plan.toml")).models if m.ref == draft)
+    assert (proposer.revision, proposer.complete) == ("dev", True)
 
 
 def test_the_distribution_tests_samples_are_costed_once_per_group_at_the_concurrency_they_are_sent_at() -> None:

@@ -21,6 +21,7 @@ import socket
 import subprocess
 import sys
 import threading
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
@@ -358,6 +359,52 @@ def test_doctor_exits_7_when_a_gated_model_has_no_token_and_0_once_one_is_set(
     report = json.loads(shown)
     assert report["schema_version"] == 2 and report["status"] == "warn"
     assert TOKEN not in shown
+
+
+SHARDS = ("model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors")
+
+
+def test_doctor_names_a_snapshot_missing_a_shard_as_partial_and_asks_the_hub_for_it(
+    gpu_host: Path, hub: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HF_ENDPOINT", hub)
+    snapshot = tmp_path / "hub" / "models--org--open" / "snapshots" / ("c" * 40)
+    snapshot.mkdir(parents=True)
+    (snapshot.parents[1] / "refs").mkdir()
+    (snapshot.parents[1] / "refs" / "main").write_text("c" * 40)
+    (snapshot / "config.json").write_text("{}")
+    index = {"weight_map": {"layer.0": SHARDS[0], "layer.1": SHARDS[1]}}
+    (snapshot / "model.safetensors.index.json").write_text(json.dumps(index))
+    (snapshot / SHARDS[0]).write_bytes(b"weights")  # copied in by hand, the second shard left out
+    plan = gpu_plan(tmp_path / "plan.toml", gpu_host, "org/open")
+    hub_check = {c.name: c for c in run_doctor(str(plan), home=tmp_path / "home").checks}["hub"]
+    assert hub_check.reason.startswith(f"{hub} lets this host download org/open@main")
+    assert any(f"org/open@main: partial, lacking {SHARDS[1]} (missing)" in line for line in hub_check.details)
+    (snapshot / SHARDS[1]).write_bytes(b"weights")
+    hub_check = {c.name: c for c in run_doctor(str(plan), home=tmp_path / "home").checks}["hub"]
+    assert hub_check.reason.startswith("nothing to download")
+    assert any(line.startswith("org/open: present at ") for line in hub_check.details)
+
+
+def test_doctor_asks_the_hub_for_a_proposer_at_the_revision_its_reference_pins(
+    gpu_host: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
+    asked: list[tuple[str, str]] = []
+
+    def hub(endpoint: str, repo: str, revision: str, token: str | None, timeout_s: float) -> HubAnswer:
+        asked.append((repo, revision))
+        return HubAnswer(repo=repo, revision=revision, outcome="ok", http_status=200, size_bytes=1000)
+
+    plan = gpu_plan(tmp_path / "plan.toml", gpu_host, "org/open")
+    data = tomllib.loads(plan.read_text())
+    draft = {"name": "draft", "family": "draft_model", "proposer": "org/draft@dev", "num_speculative_tokens": 3}
+    data["candidates"].append(draft)
+    plan.write_text(tomli_w.dumps(data))
+    report = run_doctor(str(plan), home=tmp_path / "home", probes=DoctorProbes(hub=hub))
+    assert asked == [("org/open", "main"), ("org/draft", "dev")]
+    hub_check = {c.name: c for c in report.checks}["hub"]
+    assert any(line.startswith("org/draft@dev: to download at ") for line in hub_check.details)
 
 
 def test_doctor_without_a_plan_and_without_the_managed_engine_says_what_to_install(

@@ -164,6 +164,46 @@ def test_model_refs_resolve_local_directories_only(tmp_path: Path) -> None:
     assert loaded.resolve_model_ref("/abs/dir") == "/abs/dir"
 
 
+def test_the_models_a_plan_serves_are_its_targets_then_enabled_proposers_with_their_revisions(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "models" / "draft").mkdir(parents=True)
+    candidates = """
+[[candidates]]
+name = "pinned"
+family = "draft_model"
+proposer = "org/draft@dev"
+num_speculative_tokens = 3
+
+[[candidates]]
+name = "by_option"
+family = "draft_model"
+proposer = "org/other"
+num_speculative_tokens = 3
+options = { revision = "v2" }
+
+[[candidates]]
+name = "local"
+family = "draft_model"
+proposer = "models/draft"
+num_speculative_tokens = 3
+
+[[candidates]]
+name = "off"
+family = "draft_model"
+proposer = "org/unused"
+num_speculative_tokens = 3
+enabled = false
+"""
+    loaded = load_plan(write(tmp_path, MINIMAL + candidates))
+    assert [tuple(m) for m in loaded.served_models()] == [
+        ("builtin:smollm2-135m", None),
+        ("org/draft", "dev"),
+        ("org/other", "v2"),
+        (str(tmp_path.resolve() / "models" / "draft"), None),
+    ]
+
+
 def test_plan_hash_is_sha256_of_canonical_json() -> None:
     loaded = parse_plan_text(MINIMAL, source="p.toml", base_dir=Path("."))
     dumped = loaded.plan.model_dump(mode="json")

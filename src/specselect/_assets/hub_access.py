@@ -25,17 +25,23 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from specselect._assets.hub_files import expected_bytes, wanted_files
 from specselect.records.doctor import HubAnswer
 
-__all__ = ["DEFAULT_TIMEOUT_S", "TOKEN_VARS", "ask_hub", "download_size", "hub_endpoint", "hub_token"]
+__all__ = [
+    "DEFAULT_TIMEOUT_S",
+    "TOKEN_VARS",
+    "ask_hub",
+    "download_size",
+    "endpoint_override",
+    "hub_endpoint",
+    "hub_token",
+]
 
 DEFAULT_TIMEOUT_S = 5.0
 """The whole question (name lookup, connection, both requests) gets this long; an answer after it counts as none."""
 TOKEN_VARS = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
 _ENDPOINT_SCRIPT = "from huggingface_hub import constants; print(constants.ENDPOINT)"
-_FETCHED_SUFFIXES = (".safetensors", ".json", ".model", ".txt", ".tiktoken", ".py")
-"""Weights, configs and tokenizer files: what a fetch takes of a repository (`.bin` weights only without
-safetensors ones)."""
 
 
 def hub_token(environ: Mapping[str, str] | None = None) -> str | None:
@@ -44,12 +50,18 @@ def hub_token(environ: Mapping[str, str] | None = None) -> str | None:
     return next((env[name] for name in TOKEN_VARS if env.get(name, "").strip()), None)
 
 
+def endpoint_override(environ: Mapping[str, str] | None = None) -> str | None:
+    """`HF_ENDPOINT` when set (None: the hub library's default applies)."""
+    env = os.environ if environ is None else environ
+    return env.get("HF_ENDPOINT", "").strip().rstrip("/") or None
+
+
 def hub_endpoint(environ: Mapping[str, str] | None = None, python: Path | None = None) -> str | None:
     """`HF_ENDPOINT`, else the hub library's default (here, else in the environment of `python`); None when
     neither has one."""
-    env = os.environ if environ is None else environ
-    if env.get("HF_ENDPOINT", "").strip():
-        return env["HF_ENDPOINT"].strip().rstrip("/")
+    override = endpoint_override(environ)
+    if override is not None:
+        return override
     try:
         from huggingface_hub import constants  # type: ignore[import-not-found, unused-ignore]
 
@@ -69,15 +81,16 @@ def hub_endpoint(environ: Mapping[str, str] | None = None, python: Path | None =
 
 
 def download_size(siblings: Any) -> int | None:
-    """The bytes a fetch takes of a repository listed with `blobs=true`; None when the listing has no sizes."""
+    """The bytes a fetch takes of a repository listed with `blobs=true` (the files `hub_files` says a fetch takes);
+    None when the listing has no sizes."""
     if not isinstance(siblings, list):
         return None
     listed = {str(s.get("rfilename")): s.get("size") for s in siblings if isinstance(s, dict)}
-    files = {name: size for name, size in listed.items() if isinstance(size, int)}
-    if len(files) != len(listed):
-        return None
-    wanted = _FETCHED_SUFFIXES if any(n.endswith(".safetensors") for n in files) else (*_FETCHED_SUFFIXES, ".bin")
-    return sum(size for name, size in files.items() if name.endswith(wanted))
+    return expected_bytes({name: _size(listed[name]) for name in wanted_files(listed)})
+
+
+def _size(value: Any) -> int | None:
+    return value if isinstance(value, int) else None
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):

@@ -19,11 +19,9 @@ function is called, not when the library was imported.
 
 from __future__ import annotations
 
-import fnmatch
 import glob
 import json
 import os
-import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,15 +30,16 @@ from typing import Any
 from specselect._assets.hf_cache import (
     COMMIT_PATTERN,
     cached_refs,
-    find_snapshot,
     hub_cache_dir,
     is_hf_id,
     is_revision,
     repo_cache_dir,
     split_revision,
 )
+from specselect._assets.hub_access import endpoint_override, hub_token
+from specselect._assets.hub_files import ALLOW_PATTERNS, INDEX_SUFFIXES, expected_bytes, is_weight, wanted_files
 from specselect._assets.resources import format_gb, free_disk_bytes
-from specselect._assets.snapshot_files import FetchedFile, FetchRecord, missing_files, read_record, write_record
+from specselect._assets.snapshot_files import FetchedFile, FetchRecord, cached_state, write_record
 from specselect._common.fileio import atomic_write_text, sha256_file
 from specselect._common.secrets import redact_text, secret_values
 from specselect.errors import EngineSetupError, MissingDependencyError
@@ -59,31 +58,7 @@ __all__ = [
     "verify_files",
 ]
 
-ALLOW_PATTERNS: tuple[str, ...] = (
-    "config.json",
-    "generation_config.json",
-    "tokenizer*",
-    "special_tokens_map.json",
-    "added_tokens.json",
-    "vocab.json",
-    "vocab.txt",
-    "merges.txt",
-    "*.model",
-    "*.tiktoken",
-    "chat_template*",
-    "*.jinja",
-    "preprocessor_config.json",
-    "processor_config.json",
-    "*.safetensors.index.json",
-    "*.safetensors",
-)
-"""The top-level files serving needs: config, tokenizer (fast, sentencepiece, BPE, tiktoken), chat templates and
-safetensors weights. Repositories without safetensors weights get their PyTorch ones (`_BIN_WEIGHTS`)."""
-
-_BIN_WEIGHTS = ("pytorch_model*.bin", "pytorch_model.bin.index.json")
-_INDEX_SUFFIXES = (".safetensors.index.json", ".bin.index.json")
 _TIMEOUT_S = 20.0
-_SHARD_NAME = re.compile(r"-\d{5}-of-\d{5}\.(safetensors|bin)$")
 _TRUE = frozenset({"1", "true", "yes", "on"})
 
 
@@ -108,13 +83,9 @@ class HubListing:
 
     @property
     def expected_bytes(self) -> int | None:
-        """What a fetch will download, before the index is read: with sharded weights (`*-00001-of-00004.*`, the
-        names an index uses) a consolidated copy beside them is left out. None when the hub left a size out."""
-        files = self.files
-        if any(_SHARD_NAME.search(f.path) for f in files):
-            files = tuple(f for f in files if not _is_weight(f.path) or _SHARD_NAME.search(f.path))
-        sizes = [f.size for f in files]
-        return None if any(s is None for s in sizes) else sum(s for s in sizes if s is not None)
+        """What a fetch will download, before the index is read (`hub_files.expected_bytes`); None when the hub
+        left a size out."""
+        return expected_bytes({f.path: f.size for f in self.files})
 
 
 @dataclass(frozen=True)
@@ -155,30 +126,6 @@ def _offline(env: Mapping[str, str]) -> bool:
     return any(env.get(key, "").strip().lower() in _TRUE for key in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
 
 
-def _token(env: Mapping[str, str]) -> str | None:
-    return env.get("HF_TOKEN") or env.get("HUGGING_FACE_HUB_TOKEN") or None
-
-
-def _endpoint(env: Mapping[str, str]) -> str | None:
-    return env.get("HF_ENDPOINT", "").rstrip("/") or None
-
-
-def _top_level(path: str, patterns: Iterable[str]) -> bool:
-    return "/" not in path and any(fnmatch.fnmatchcase(path, pattern) for pattern in patterns)
-
-
-def _wanted(paths: list[str]) -> set[str]:
-    """The repository files serving needs, before any index is read."""
-    chosen = {p for p in paths if _top_level(p, ALLOW_PATTERNS)}
-    if not any(p.endswith(".safetensors") for p in chosen):
-        chosen |= {p for p in paths if _top_level(p, _BIN_WEIGHTS)}
-    return chosen
-
-
-def _is_weight(path: str) -> bool:
-    return path.endswith((".safetensors", ".bin")) and not path.endswith(_INDEX_SUFFIXES)
-
-
 def _library() -> Any:
     try:
         import huggingface_hub
@@ -190,10 +137,10 @@ def _library() -> Any:
 
 
 def _gated_error(repo: str, env: Mapping[str, str]) -> EngineSetupError:
-    state = "HF_TOKEN is not set" if _token(env) is None else "the token in HF_TOKEN has no access to it"
+    state = "HF_TOKEN is not set" if hub_token(env) is None else "the token in HF_TOKEN has no access to it"
     return EngineSetupError(
         f"{repo} is a gated model and {state}",
-        location=_endpoint(env) or "the hub",
+        location=endpoint_override(env) or "the hub",
         fix=f"accept {repo}'s licence on its hub page with your account, then export HF_TOKEN=<a read token of "
         "that account> and run the command again",
     )
@@ -202,7 +149,7 @@ def _gated_error(repo: str, env: Mapping[str, str]) -> EngineSetupError:
 def _hub_error(exc: Exception, repo: str, revision: str, env: Mapping[str, str]) -> EngineSetupError:
     """One line for what the library raised, with its fix; secrets in the library's message are removed."""
     errors = _library().errors
-    where = _endpoint(env) or "the hub"
+    where = endpoint_override(env) or "the hub"
     if isinstance(exc, errors.GatedRepoError):
         return _gated_error(repo, env)
     if isinstance(exc, errors.RevisionNotFoundError):
@@ -246,7 +193,7 @@ def hub_listing(repo: str, revision: str | None = None, *, environ: Mapping[str,
             location=f"{repo}@{wanted}",
             fix="unset HF_HUB_OFFLINE (and TRANSFORMERS_OFFLINE) to fetch",
         )
-    api = _library().HfApi(endpoint=_endpoint(env), token=_token(env))
+    api = _library().HfApi(endpoint=endpoint_override(env), token=hub_token(env))
     try:
         info = api.model_info(repo, revision=wanted, files_metadata=True, timeout=_TIMEOUT_S)
     except _transient_errors() as exc:
@@ -258,12 +205,12 @@ def hub_listing(repo: str, revision: str | None = None, *, environ: Mapping[str,
             size=siblings[name].lfs.size if siblings[name].lfs else siblings[name].size,
             sha256=siblings[name].lfs.sha256 if siblings[name].lfs else None,
         )
-        for name in sorted(_wanted(list(siblings)))
+        for name in sorted(wanted_files(siblings))
     )
     if not info.sha or not COMMIT_PATTERN.match(info.sha):
         raise EngineSetupError(
             f"the hub gave no commit for {repo}@{wanted}",
-            location=_endpoint(env) or "the hub",
+            location=endpoint_override(env) or "the hub",
             fix="check HF_ENDPOINT points at a model hub",
         )
     return HubListing(repo=repo, revision=wanted, commit=info.sha, gated=bool(info.gated), files=files)
@@ -308,8 +255,8 @@ def _download(listing: HubListing, paths: list[str], env: Mapping[str, str], *, 
             revision=listing.commit,
             cache_dir=str(hub_cache_dir(env)),
             allow_patterns=[glob.escape(p) for p in paths],
-            endpoint=_endpoint(env),
-            token=_token(env),
+            endpoint=endpoint_override(env),
+            token=hub_token(env),
             etag_timeout=_TIMEOUT_S,
             tqdm_class=None if bars else _silent_bars(),
         )
@@ -319,9 +266,9 @@ def _download(listing: HubListing, paths: list[str], env: Mapping[str, str], *, 
 
 def _chosen_weights(listing: HubListing, snapshot: Path) -> tuple[HubFile, ...]:
     """The weight files to fetch: those an index names (when there is one), else every listed weight file."""
-    weights = [f for f in listing.files if _is_weight(f.path)]
+    weights = [f for f in listing.files if is_weight(f.path)]
     named: set[str] = set()
-    for index in (f for f in listing.files if f.path.endswith(_INDEX_SUFFIXES)):
+    for index in (f for f in listing.files if f.path.endswith(INDEX_SUFFIXES)):
         try:
             weight_map = json.loads((snapshot / index.path).read_text(encoding="utf-8")).get("weight_map", {})
         except (OSError, ValueError, AttributeError):
@@ -404,16 +351,16 @@ def fetch_model(
     say = progress or (lambda _text: None)
     listing = hub_listing(repo, revision, environ=env)
     say(f"{repo}@{listing.revision}: commit {listing.commit}")
-    if listing.gated and _token(env) is None:
+    if listing.gated and hub_token(env) is None:
         raise _gated_error(repo, env)
-    if not any(_is_weight(f.path) for f in listing.files):
+    if not any(is_weight(f.path) for f in listing.files):
         raise EngineSetupError(
             f"{repo}@{listing.revision} has no safetensors or PyTorch weights at its top level",
-            location=_endpoint(env) or "the hub",
+            location=endpoint_override(env) or "the hub",
             fix="check the repository; a model in another format must be downloaded by hand and given as a directory",
         )
     snapshot = repo_cache_dir(repo, env) / "snapshots" / listing.commit
-    small = [f for f in listing.files if not _is_weight(f.path)]
+    small = [f for f in listing.files if not is_weight(f.path)]
     _write_ref(listing, env)
     _download(listing, [f.path for f in small], env, bars=bars)
     weights = _chosen_weights(listing, snapshot)
@@ -445,7 +392,6 @@ def ensure_cached(
     if not is_hf_id(repo):
         return None
     wanted = pinned or revision
-    found = find_snapshot(repo, wanted, env)
-    if found is not None and not missing_files(found[0], read_record(*found)):
+    if cached_state(repo, wanted, env).present:
         return None
     return fetch_model(repo, wanted, environ=env, progress=progress)

@@ -11,18 +11,23 @@ naming the files.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from specselect._assets.hf_cache import find_snapshot
 from specselect._common.fileio import atomic_write_model
 from specselect.errors import EngineSetupError
 
 __all__ = [
     "RECORD_DIR",
+    "CachedState",
     "FetchRecord",
     "FetchedFile",
+    "cached_state",
     "missing_files",
     "read_record",
     "record_path",
@@ -138,3 +143,32 @@ def require_complete(repo: str, snapshot: Path, commit: str) -> None:
         location=str(snapshot),
         fix=f"run `specselect fetch {repo}@{commit}` to complete it",
     )
+
+
+@dataclass(frozen=True)
+class CachedState:
+    """Where a hub model stands in the local cache: complete, there in part (naming what is missing) or absent."""
+
+    state: Literal["present", "partial", "missing"]
+    snapshot: Path | None = None
+    """The snapshot directory (present or partial)."""
+    commit: str | None = None
+    missing: tuple[str, ...] = ()
+    """`name (why)` for every file a complete snapshot would have and this one lacks (partial)."""
+
+    @property
+    def present(self) -> bool:
+        """Complete: nothing is left to fetch."""
+        return self.state == "present"
+
+
+def cached_state(repo: str, revision: str | None = None, environ: Mapping[str, str] | None = None) -> CachedState:
+    """`repo` at `revision` (default `main`) in the local cache, by the rule `require_complete` applies (its fetch
+    record, else config.json and the shards its index names). EngineSetupError for an unusable revision, a ref
+    without a commit or an unreadable record."""
+    found = find_snapshot(repo, revision, environ)
+    if found is None:
+        return CachedState("missing")
+    snapshot, commit = found
+    problems = missing_files(snapshot, read_record(snapshot, commit))
+    return CachedState("partial" if problems else "present", snapshot, commit, tuple(problems))

@@ -9,10 +9,11 @@ import tomllib
 from importlib.resources import files
 from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from specselect._assets.hf_cache import split_revision
 from specselect._plan.model import Plan
 from specselect._plan.problems import PlanProblem, secret_problem, translate_errors
 from specselect._plan.rules import find_secrets
@@ -24,6 +25,7 @@ __all__ = [
     "BUILTIN_PREFIX",
     "MAX_PLAN_BYTES",
     "LoadedPlan",
+    "ServedModel",
     "builtin_plan_names",
     "builtin_plan_text",
     "load_plan",
@@ -34,6 +36,14 @@ BUILTIN_PREFIX = "builtin:"
 MAX_PLAN_BYTES = 1 << 20
 _TOML_POSITION_RE = re.compile(r"\s*\(at line (\d+), column (\d+)\)\s*$")
 _PATH_LIKE_PREFIXES = ("/", "./", "../", "~")
+
+
+class ServedModel(NamedTuple):
+    """A model the plan serves: its reference (`resolve_model_ref` applied, an `@REVISION` pin split off) and the
+    revision asked for (the pin, else `[target] revision` or a proposer's `options.revision`; None: the default)."""
+
+    ref: str
+    revision: str | None
 
 
 class LoadedPlan(BaseModel):
@@ -74,6 +84,20 @@ class LoadedPlan(BaseModel):
         if ref.startswith(_PATH_LIKE_PREFIXES) or self.resolve_path(ref).is_dir():
             return str(self.resolve_path(ref))
         return ref
+
+    def served_model(self, ref: str, revision: str | None = None) -> ServedModel:
+        """`ref` as served: resolved, with its `@REVISION` pin (which wins over `revision`) split off."""
+        repo, pinned = split_revision(self.resolve_model_ref(ref))
+        return ServedModel(repo, pinned or revision)
+
+    def served_models(self) -> tuple[ServedModel, ...]:
+        """Every model the plan serves, once each: each track's target, then each enabled candidate's proposer."""
+        found = [self.served_model(t.target.model, t.target.revision) for t in self.plan.tracks]
+        for cand in self.plan.groups:
+            if cand.enabled and cand.proposer is not None:
+                revision = cand.options.get("revision")
+                found.append(self.served_model(cand.proposer, revision if isinstance(revision, str) else None))
+        return tuple(dict.fromkeys(found))
 
 
 def _builtin_dir() -> Traversable:

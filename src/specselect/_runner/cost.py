@@ -11,13 +11,14 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Literal
 
 from specselect._assets.config_facts import estimate_params_from_config, load_config
-from specselect._assets.hf_cache import is_hf_id, resolve_hf_snapshot
-from specselect._plan import LoadedPlan, Plan, TargetConfig
+from specselect._assets.hf_cache import is_hf_id
+from specselect._assets.snapshot_files import cached_state
+from specselect._plan import LoadedPlan, Plan, ServedModel, TargetConfig
 from specselect._runner.scenario import SAMPLE_PASS_CONCURRENCY
 from specselect._workloads.catalog import builtin_catalog
 from specselect._workloads.loader import load_workload
@@ -196,11 +197,20 @@ class LocalModel:
 
     ref: str
     complete: bool
-    """Its weights are there (a snapshot with weight files); else it is to be fetched."""
+    """Its snapshot is complete by the fetch's rule (`snapshot_files.cached_state`); else it is to be fetched."""
     params: int | None = None
     """From its local config.json, when that is there."""
     bytes_per_param: int | None = None
     """From the config's dtype, when it names one."""
+    revision: str | None = None
+    """The revision the plan asks for (None: the default branch)."""
+    missing: tuple[str, ...] = ()
+    """What a snapshot that is there in part lacks (`name (why)`); empty when absent or complete."""
+
+    @property
+    def label(self) -> str:
+        """`org/name`, or `org/name@REVISION` when the plan names one."""
+        return f"{self.ref}@{self.revision}" if self.revision else self.ref
 
     @property
     def size_gb(self) -> float | None:
@@ -220,24 +230,22 @@ class PlanFacts:
     """Every hub id the plan names (targets, proposers), in plan order."""
 
 
-_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt")
-"""Files that hold weights. A snapshot with none of them is still to be fetched; the hub fetch's completeness
-check (every shard its index names, at its size) is stricter, and replaces this one once admission uses it."""
-
-
-def _local_model(ref: str, revision: str | None) -> LocalModel:
+def _local_model(model: ServedModel) -> LocalModel:
+    ref, revision = model
     try:
-        snapshot, _ = resolve_hf_snapshot(ref, revision)
-    except EngineSetupError:
-        return LocalModel(ref, complete=False)
-    complete = any(p.name.endswith(_WEIGHT_SUFFIXES) for p in snapshot.iterdir())
+        cached = cached_state(ref, revision)
+    except EngineSetupError:  # an unusable ref or record: fetching writes it again
+        return LocalModel(ref, complete=False, revision=revision)
+    if cached.snapshot is None:
+        return LocalModel(ref, complete=False, revision=revision)
+    known = LocalModel(ref, complete=cached.present, revision=revision, missing=cached.missing)
     try:
-        config = load_config(snapshot)
+        config = load_config(cached.snapshot)
     except EngineSetupError:
-        return LocalModel(ref, complete=complete)
+        return known
     dtype = config.get("torch_dtype") or config.get("dtype")
     size = _DTYPE_BYTES.get(dtype) if isinstance(dtype, str) and dtype != "auto" else None
-    return LocalModel(ref, complete=complete, params=estimate_params_from_config(config), bytes_per_param=size)
+    return replace(known, params=estimate_params_from_config(config), bytes_per_param=size)
 
 
 def _item_count(ref: str | WorkloadSample, loaded: LoadedPlan, catalog: Mapping[str, int]) -> int | None:
@@ -251,24 +259,19 @@ def _item_count(ref: str | WorkloadSample, loaded: LoadedPlan, catalog: Mapping[
     return min(ref.items, total) if isinstance(ref, WorkloadSample) else total
 
 
-def _hub_refs(plan: Plan) -> dict[str, str | None]:
-    refs: dict[str, str | None] = {t.target.model: t.target.revision for t in plan.tracks}
-    for group in plan.groups:
-        revision = group.options.get("revision")
-        if group.proposer is not None:
-            refs.setdefault(group.proposer, revision if isinstance(revision, str) else None)
-    return {ref: revision for ref, revision in refs.items() if is_hf_id(ref)}
-
-
 def plan_facts(loaded: LoadedPlan) -> PlanFacts:
     """Item counts (the catalog's, a sample's, a file's), target sizes (a local config's, else the size tag in
     the name) and the local cache's state of every hub id the plan names; nothing is downloaded or started."""
     plan = loaded.plan
     catalog = {entry.name: entry.item_count for entry in builtin_catalog()}
     counts = {name: _item_count(ref, loaded, catalog) for name, ref in loaded.workload_sources().items()}
-    models = tuple(_local_model(ref, revision) for ref, revision in _hub_refs(plan).items())
-    local = {m.ref: m.params for m in models}
-    params = {t.target.model: local.get(t.target.model) or params_from_name(t.target.model) for t in plan.tracks}
+    models = tuple(_local_model(m) for m in loaded.served_models() if is_hf_id(m.ref))
+    local = {ServedModel(m.ref, m.revision): m.params for m in models}
+    params = {
+        t.target.model: local.get(loaded.served_model(t.target.model, t.target.revision))
+        or params_from_name(t.target.model)
+        for t in plan.tracks
+    }
     return PlanFacts(items={k: v for k, v in counts.items() if v is not None}, params=params, models=models)
 
 
@@ -314,6 +317,14 @@ def cost_lines(estimate: CostEstimate, figures: Typical) -> list[str]:
     ]
 
 
+def _named(model: LocalModel) -> str:
+    """The model's label, and what a snapshot that is there in part lacks."""
+    if not model.missing:
+        return model.label
+    more = f" and {len(model.missing) - 1} more" if len(model.missing) > 1 else ""
+    return f"{model.label} (partial here: {model.missing[0]}{more})"
+
+
 def disk_line(models: Sequence[LocalModel]) -> str | None:
     """The models to fetch with their sizes on disk; None when every hub id the plan names is complete here."""
     missing = [m for m in models if not m.complete]
@@ -321,13 +332,13 @@ def disk_line(models: Sequence[LocalModel]) -> str | None:
         return None
     sizes = [m.size_gb for m in missing]
     shown = ", ".join(
-        f"{m.ref} {'unknown until fetched' if gb is None else f'~{gb:.1f} GB (from its local config)'}"
+        f"{_named(m)} {'unknown until fetched' if gb is None else f'~{gb:.1f} GB (from its local config)'}"
         for m, gb in zip(missing, sizes, strict=True)
     )
     known = sum(gb for gb in sizes if gb is not None)
     many = f"{len(missing)} model{'s' if len(missing) != 1 else ''} to fetch"
     if not known:
-        return f"disk: {many}, sizes unknown until fetched: {', '.join(m.ref for m in missing)}"
+        return f"disk: {many}, sizes unknown until fetched: {', '.join(map(_named, missing))}"
     return f"disk: {many}, ~{known:.1f} GB{' + the unknown' if None in sizes else ''}: {shown}"
 
 

@@ -198,14 +198,7 @@ def _resolve_targets(
 def _fetch_missing(loaded: LoadedPlan, progress: Progress) -> None:
     """[assets] download = true: fetch every hub model the plan serves (each track's target, each enabled
     candidate's proposer) that the local cache lacks or holds only in part, before anything is resolved."""
-    wanted: dict[tuple[str, str | None], None] = {}
-    for track in loaded.plan.tracks:
-        wanted[(loaded.resolve_model_ref(track.target.model), track.target.revision)] = None
-    for cand in loaded.plan.groups:
-        if cand.enabled and cand.proposer is not None:
-            revision = cand.options.get("revision")
-            wanted[(loaded.resolve_model_ref(cand.proposer), revision if isinstance(revision, str) else None)] = None
-    for ref, revision in wanted:
+    for ref, revision in loaded.served_models():
         fetched = ensure_cached(ref, revision, progress=progress.info)
         if fetched is not None:
             progress.info(
