@@ -37,7 +37,14 @@ def test_help_shows_the_exit_code_table(capsys: pytest.CaptureFixture[str]) -> N
 def test_exit_code_table_covers_every_error_class() -> None:
     documented = {int(m) for m in re.findall(r"^\s+(\d+)\s", EXIT_CODES_HELP, re.MULTILINE)}
     assert set(errors.EXIT_CODES.values()) | {0, 1, 2, 130} <= documented
-    assert documented == {0, 1, 2, 3, 4, 5, 6, 130, 141}
+    assert documented == {0, 1, 2, 3, 4, 5, 6, 7, 130, 141}
+
+
+def test_doctor_fails_with_its_own_exit_code_not_a_bugs() -> None:
+    from specselect._cli.doctor import PROBLEMS_FOUND
+
+    assert PROBLEMS_FOUND == 7
+    assert re.search(r"^\s+7\s+`specselect doctor`", EXIT_CODES_HELP, re.MULTILINE)
 
 
 def test_every_command_module_has_register() -> None:
