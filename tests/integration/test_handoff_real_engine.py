@@ -87,7 +87,14 @@ def test_a_server_started_from_the_handoff_flags_reproduces_the_acceptance(
         sampling=SamplingParams(max_tokens=32, temperature=0.0, seed=0, return_token_ids=True),
         cache_salt_policy=CacheSaltPolicy.SALT,
     )
-    with ServerProcess(lambda port: list(flags.argv(python=str(engine_env.python), port=port)), options) as server:
+    # The hand-off says `vllm serve ...`: run it as a user who put the engine environment's bin/ first on PATH.
+    assert flags.program[0] == "vllm"
+
+    def argv(port: int) -> list[str]:
+        program, *rest = flags.argv(port=port)
+        return [str(engine_env.python.parent / program), *rest]
+
+    with ServerProcess(argv, options) as server:
         endpoint = Endpoint(base_url=server.base_url, model=server.served_model)
         before: list[MetricsSnapshot] = []
         # The server's own counters over the measured requests (the warm-up aside, as the recorded spread is).
