@@ -49,13 +49,12 @@ class ServeFlags(BaseModel):
     target_snapshot: str | None = None
     proposer_snapshot: str | None = None
 
-    def argv(self, *, python: str | None = None, port: int | None = None) -> tuple[str, ...]:
-        """The command line, with `python` standing for the engine environment's interpreter and another port."""
-        program = tuple(python if part == "python" and python else part for part in self.program)
+    def argv(self, *, port: int | None = None) -> tuple[str, ...]:
+        """The command line, on another port when `port` is given."""
         args = list(self.args)
         if port is not None and "--port" in args[:-1]:
             args[args.index("--port") + 1] = str(port)
-        return (*program, *args)
+        return (*self.program, *args)
 
     @property
     def shell(self) -> str:
