@@ -6,7 +6,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: run test lint typecheck unit integration e2e bench clean-venv
+.PHONY: run test lint typecheck unit component integration e2e bench clean-venv
 
 $(BIN)/specselect: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,18 +29,22 @@ lint: $(BIN)/specselect
 typecheck: $(BIN)/specselect
 	$(BIN)/mypy
 
-# The unit tier mostly waits on stand-in servers and subprocesses: three workers finish it in ~2.5 minutes
-# instead of ~6 on 2 cores. Wall-clock bounds (marker `timing`) run alone afterwards, or a worker beside them
-# would be the foreign load they skip on.
+# The unit tier is pure (no processes, sleeps or threads; its conftest refuses them) and runs in seconds. The
+# component tier starts processes and stand-in servers and mostly waits on them: three workers finish it in a
+# few minutes on 2 cores. Wall-clock bounds (marker `timing`) run alone afterwards, or a worker beside them would
+# be the foreign load they skip on.
 unit: $(BIN)/specselect
-	$(BIN)/pytest -q -n 3 -m "not timing" tests/unit
-	$(BIN)/pytest -q -m timing tests/unit
+	$(BIN)/pytest -q -n 2 tests/unit
+
+component: $(BIN)/specselect
+	$(BIN)/pytest -q -n 3 -m "not timing" tests/component
+	$(BIN)/pytest -q -m timing tests/component
 
 # Fast checks first; `specselect setup` installs the engine + models (a no-op when present) before the tests,
 # since a few unit tests also read the real engine environment when there is one.
 test: lint typecheck
 	$(BIN)/specselect setup --quiet
-	$(MAKE) --no-print-directory unit
+	$(MAKE) --no-print-directory unit component
 	$(BIN)/pytest -q --durations=30 tests/integration tests/e2e
 
 # The benchmarks, one vLLM server at a time under the machine's lock; they write benchmarks/RESULTS.md (and the

@@ -1,7 +1,7 @@
 """Groups fanned out over a real local Ray cluster (several raylets on this machine) on the stand-in vLLM.
 
 Each raylet offers one `slot`, and a block needs one, so blocks that may run at once land on different nodes.
-Ray and the raylets are real; the engine is the stand-in of tests/unit/test_fault_harness.py (a real vLLM per
+Ray and the raylets are real; the engine is the stand-in of tests/component/test_fault_harness.py (a real vLLM per
 node would need more cores than this machine has; tests/integration/test_cluster_real_engine.py runs one real
 group through a one-node cluster).
 """
@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))  # the stand-in vLLM (test support)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "component"))  # the stand-in vLLM (test support)
 from test_fault_harness import (
     FakeRun,
     assert_no_orphans,

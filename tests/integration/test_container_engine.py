@@ -4,7 +4,8 @@ The container runtime is the stand-in (`tests/standin_docker.py`, found through 
 the probe runs through it, admission admits n-gram from what it found, and the baseline and n-gram are measured
 in containers that are gone when the run ends. To stay affordable (two server starts): one workload of two short
 copy prompts, one round, one repeat; the SIGKILL of specselect with a container running is shown on a stand-in
-server (`tests/unit/test_engine_container.py`), since the supervisor's cleanup is the same for any server.
+server (`tests/component/test_engine_container_processes.py`), since the supervisor's cleanup is the same for any
+server.
 """
 
 from __future__ import annotations

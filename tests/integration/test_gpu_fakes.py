@@ -1,6 +1,6 @@
 """A whole `specselect run` as on a GPU host, against fakes for what this machine lacks (ONLY fakes: no GPU here).
 
-The engine is the stand-in vLLM of tests/unit/test_fault_harness.py, installed as a GPU build (no `+cpu`), and
+The engine is the stand-in vLLM of tests/component/test_fault_harness.py, installed as a GPU build (no `+cpu`), and
 the GPU is tests/fakegpu.py's NVML module: an H100 whose used memory reads 70,000 MiB and an A100 split into
 MIG instances, the larger of which reads 15,000 MiB. The plan puts the engine on the H100 through
 `[engine.env]` and one candidate on the MIG instance through its own `env`. What must hold:
@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))  # the stand-in vLLM (test support)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "component"))  # the stand-in vLLM (test support)
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests.fakegpu
 from test_fault_harness import FakeRun, assert_no_orphans, make_fake_vllm, ngram
 from tests.fakegpu import FakeGpu, FakeMig, fake_nvml

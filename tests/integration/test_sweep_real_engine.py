@@ -6,7 +6,7 @@ speedup-vs-concurrency plots are all there.
 
 Both rounds run (a crossover pays where a length is accepted, and an accept needs two rounds). Left out here,
 each costing minutes of CI on a 2-core machine (a server start is ~50 s): the length 3 between 1 and 5, and
-the 4-layer draft model (its early stop is pinned by tests/unit/test_runner_sweeps.py against a stand-in server).
+the 4-layer draft model (its early stop is pinned by tests/component/test_runner_sweeps.py against a stand-in server).
 All 8 prompts stay: the prediction's verify cost is fitted to the baseline's TTFT over the prompts' lengths, and a
 sample of 4 left too few lengths for a positive slope (no prediction, tried here on 2026-12-02).
 """

@@ -1,27 +1,40 @@
-"""Fixtures shared by the unit tests' stand-in engines."""
+"""The unit tier is pure: `purity_guard` fails a unit test that starts a process, sleeps or starts a thread
+(such tests belong in tests/component, which `make test` runs after this tier)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests.fakegpu is test support, not in the package
-from tests.fakegpu import FakeGpu, fake_nvml
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests.* is test support, not in the package
+from tests.fixtures import no_model_hub, one_gpu
+
+__all__ = ["no_model_hub", "one_gpu", "purity_guard"]
 
 
-@pytest.fixture
-def one_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A fake NVML module: one 80 GiB GPU (its used memory is what the groups' peak memory reads)."""
-    monkeypatch.setitem(sys.modules, "pynvml", fake_nvml([FakeGpu("GPU-0h100", "NVIDIA H100 80GB HBM3", 81559)]))
+def _refuse(what: str) -> Any:
+    def refused(*args: object, **kwargs: object) -> None:
+        raise AssertionError(f"a unit test {what}: move it to tests/component (the unit tier is pure)")
+
+    return refused
 
 
-@pytest.fixture(autouse=True)
-def no_model_hub(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No unit test reaches a model hub: offline, the endpoint a closed port on 127.0.0.1 and no token (the
-    stand-in hub's tests in test_hub_fetch.py point HF_ENDPOINT at their own server)."""
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
-    monkeypatch.delenv("HF_TOKEN", raising=False)
-    monkeypatch.delenv("HUGGING_FACE_HUB_TOKEN", raising=False)
+@pytest.fixture(scope="module", autouse=True)
+def purity_guard() -> Iterator[None]:
+    """Processes, sleeps and threads are refused in this tier, in module fixtures as in tests (module scope: the
+    guard is lifted before any other tier's module runs in the same session). test_unit_tier_is_pure.py shows
+    that it refuses."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(subprocess.Popen, "__init__", _refuse("starts a process"))
+        patch.setattr(os, "fork", _refuse("forks"))
+        patch.setattr(time, "sleep", _refuse("sleeps"))
+        patch.setattr(threading.Thread, "start", _refuse("starts a thread"))
+        yield

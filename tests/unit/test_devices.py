@@ -4,7 +4,6 @@ answer). Nothing is started."""
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,6 @@ from specselect._engines.devices import (
     visible_setting,
 )
 from specselect._engines.probing import device_budget, leased_setup
-from specselect._measure.memory import PeakMemorySampler
 from specselect._plan import load_plan
 from specselect.records.capabilities import DeviceInfo, VllmCapabilities
 
@@ -190,20 +188,6 @@ def test_a_gpu_plan_without_a_driver_stops_with_the_reason(tmp_path: Path) -> No
     smi_only = _caps(DeviceScan(HOST, "nvidia-smi", "the NVML bindings (nvidia-ml-py) are not installed"), "0")
     [(severity, code, message)] = device_findings(plan, smi_only)
     assert (severity, code) == ("error", "nvml_unusable") and "pip install 'specselect[gpu]'" in message
-
-
-def test_memory_is_sampled_per_device_with_host_rss_as_its_own_figure(monkeypatch: pytest.MonkeyPatch) -> None:
-    gpus = [FakeGpu(A100, used_mb=(30000, 2000)), FakeGpu(H100, used_mb=(500, 45000))]
-    nvml = fake_nvml(gpus)
-    monkeypatch.setitem(sys.modules, "pynvml", nvml)
-    with PeakMemorySampler(os.getpid(), gpu_devices=[A100, H100], interval_s=60) as sampler:
-        pass  # samples at entry and exit only
-    result = sampler.result
-    assert result.source == "nvml"
-    assert {d.device: d.peak_mb for d in result.devices} == {A100: 30000, H100: 45000}
-    assert result.mb == 45000  # the largest device's peak: the figure a per-device budget is compared with
-    assert result.host_rss_mb is not None and 0 < result.host_rss_mb < 45000
-    assert nvml.calls == ["init", "shutdown"]  # type: ignore[attr-defined]
 
 
 def test_a_cluster_lease_moves_a_groups_devices_and_budget_to_the_leased_gpu(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -10,13 +10,11 @@ from typing import Any
 import pytest
 
 from specselect._common.secrets import redact_argv, redact_text
-from specselect._engines.base import Engine, LaunchSpec, Proposal
-from specselect._engines.http import sanity_check
+from specselect._engines.base import LaunchSpec, Proposal
 from specselect._engines.vllm.engine import VllmEngine
 from specselect._engines.vllm.launch import VLLM_CLI_MODULE, build_vllm_argv
 from specselect._engines.vllm.specconfig import build_speculative_config
-from specselect._engines.vllm.telemetry import spec_decode_delta
-from specselect.errors import ConfigError, ProtocolError
+from specselect.errors import ConfigError
 
 DATA = Path(__file__).parent / "data"
 FAKE = DATA / "engine_fake_server.py"
@@ -175,42 +173,6 @@ def test_redaction_of_argv_and_text() -> None:
 
 def fake_engine() -> VllmEngine:
     return VllmEngine(command=[sys.executable, str(FAKE)], poll_interval_s=0.05, term_grace_s=5.0)
-
-
-def test_launch_sanity_and_scrape_against_stand_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("SPECSELECT_TEST_KEY", "key-0123456789")
-    cfg = build_speculative_config(Proposal("ngram", None, 4, None))
-    s = spec(
-        tmp_path,
-        speculative_config=cfg,
-        engine_args=("--metrics-file", str(DATA / "engine_metrics_ngram_k4_after.txt")),
-        api_key_env="SPECSELECT_TEST_KEY",
-        startup_timeout_s=20,
-    )
-    engine = fake_engine()
-    assert isinstance(engine, Engine)
-    launcher = engine.launch(s)
-    with launcher as server:
-        assert server.spec_config == cfg
-        assert server.served_model == "smollm2"
-        assert "key-0123456789" not in " ".join(server.command)
-        assert engine.sanity(server).reply_text == "Hello there."
-        with pytest.raises(ProtocolError, match="HTTP 401"):
-            sanity_check(server.base_url, "smollm2")  # no key: the stand-in refuses like vLLM does
-        after = engine.snapshot(server)
-    assert launcher.release_check is not None
-    assert launcher.release_check.processes_gone
-    assert spec_decode_delta(after, after, "smollm2").exported
-
-
-def test_sanity_detects_wrong_model_and_empty_text(tmp_path: Path) -> None:
-    engine = fake_engine()
-    with engine.launch(spec(tmp_path, engine_args=("--reply", " "), startup_timeout_s=20)) as server:
-        with pytest.raises(ProtocolError, match="empty text"):
-            engine.sanity(server)
-        with pytest.raises(ProtocolError, match="not the served model 'other'"):
-            sanity_check(server.base_url, "other")
-        assert engine.scrape_metrics(server) == ""  # no metrics endpoint -> nothing exported
 
 
 def test_missing_api_key_variable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

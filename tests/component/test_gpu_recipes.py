@@ -1,7 +1,7 @@
 """The built-in GPU recipes validate and probe as on a GPU host, against stand-ins (ONLY stand-ins: no GPU here).
 
 What stands in: the GPU is tests/fakegpu.py's NVML module (one H100 80 GB); the engine is the stand-in vLLM of
-tests/unit/test_fault_harness.py installed as a GPU build (no `+cpu`), whose `vllm/config/speculative.py` declares
+tests/component/test_fault_harness.py installed as a GPU build (no `+cpu`), whose `vllm/config/speculative.py` declares
 the methods and keys vLLM 0.32's does for these recipes; every model a recipe names is a stand-in hub-cache
 snapshot (refs/main + snapshots/<commit>/) holding its real config.json fields and a tokenizer config, but no
 weights. The recipes' extracted prompt sets (ShareGPT, Arena-Hard) are swapped for shipped ones in the probed copy:

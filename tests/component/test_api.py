@@ -1,7 +1,7 @@
 """The Python API (`specselect.api`, re-exported by `specselect`) end to end: a plan run, probed and checked against
 local stub endpoints (kind "openai": stand-in servers in the unit tier, since the engine is not what is under test
 here), its results read back and turned into the DataFrame a notebook filters. The CLI on the real engine:
-tests/e2e; the runner's own behaviour: tests/unit/test_runner_*.py."""
+tests/e2e; the runner's own behaviour: tests/unit/test_runner_*.py, tests/component/test_runner_*.py."""
 
 from __future__ import annotations
 

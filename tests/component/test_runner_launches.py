@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "data"))  # the fake SGLang installer is test support
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "data"))  # the fake SGLang installer
 import sglang_fake_install as FAKE
 from test_assets_files import tiny_llama
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "data"))  # the fake SGLang installer is test support
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "data"))  # the fake SGLang installer
 import sglang_fake_install as FAKE
 
 from specselect._engines.devices import DeviceScan
@@ -26,7 +26,7 @@ from specselect._engines.sglang.probe import LAUNCH_FLAGS, probe_sglang, sglang_
 from specselect.errors import ConfigError, EngineSetupError
 from specselect.records.capabilities import DeviceInfo
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "unit" / "data"
 
 EXPECTED = {
     "v0.4-argparse": (["EAGLE", "EAGLE3", "NEXTN"], "argparse_choices"),

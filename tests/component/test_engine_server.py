@@ -21,7 +21,7 @@ from specselect._engines.http import local_request, pick_free_port, port_is_free
 from specselect._engines.server import ServerOptions, ServerProcess, cache_env, read_log_tail
 from specselect.errors import ServerCrashedError, ServerStartError, ServerTimeoutError
 
-FAKE = Path(__file__).parent / "data" / "engine_fake_server.py"
+FAKE = Path(__file__).resolve().parents[1] / "unit" / "data" / "engine_fake_server.py"
 
 pytestmark = pytest.mark.timeout(60)
 
