@@ -215,8 +215,12 @@ def gpu_vllm(root: Path) -> Path:
     (site / "vllm-0.32.0+cpu.dist-info").rename(site / "vllm-0.32.0.dist-info")
     (site / "vllm-0.32.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm\nVersion: 0.32.0\n")
     (site / "vllm" / "config" / "speculative.py").write_text(SPECULATIVE)
+    # A console script as pip writes it (its python on the shebang line), running the stand-in's module.
     script = python.parent / "vllm"
-    script.write_text(f'#!/bin/sh\nexec "{python}" -m vllm.entrypoints.cli.main "$@"\n')
+    script.write_text(
+        f"#!{python}\nimport runpy, sys\nsys.argv[0] = 'vllm'\n"
+        "runpy.run_module('vllm.entrypoints.cli.main', run_name='__main__')\n"
+    )
     script.chmod(0o755)
     return python
 
