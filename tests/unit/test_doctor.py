@@ -85,7 +85,7 @@ def test_a_process_on_a_device_the_engine_does_not_use_is_not_flagged() -> None:
     from test_admission_gather import caps
 
     other = busy_device(4242).model_copy(update={"uuid": A100, "index": 1, "name": "NVIDIA A100-SXM4-40GB"})
-    idle = busy_device(1).model_copy(update={"processes": ()})
+    idle = busy_device(1).model_copy(update={"processes": (), "free_mb": 81000.0})
     engine_gpu = DeviceInfo(index=0, uuid=H100, name="NVIDIA H100 80GB HBM3", memory_mb=81559)
     on_h100 = caps(engine_version="0.32.0", device_kind="cuda", devices=(engine_gpu,), device_source="nvml")
     usage = DeviceUsage(devices=(idle, other), source="nvml")
@@ -94,8 +94,26 @@ def test_a_process_on_a_device_the_engine_does_not_use_is_not_flagged() -> None:
     assert devices_check(usage, None).status == "warn"  # unknown engine: every device counts
 
 
+def test_memory_held_by_a_process_nvml_does_not_list_is_flagged_with_what_is_left_free() -> None:
+    # Inside a container NVML lists no other container's processes, but their memory shows as used: a server
+    # started there would get 8 GB of the 80, and doctor said "none busy".
+    hidden = busy_device(1).model_copy(update={"processes": (), "free_mb": 8156.0})
+    check = devices_check(DeviceUsage(driver="550.54.15", devices=(hidden,), source="nvml"), None)
+    assert check.status == "warn"
+    assert check.reason == (
+        f"driver 550.54.15, 1 device (nvml): device memory in use that no listed process holds: {H100} 73403 MB of "
+        "81559 MB (8156 MB free)"
+    )
+    assert "nvidia-smi on the host, outside any container" in (check.fix or "")
+    # What the listed processes hold, and a driver's own few hundred MB, are not flagged as hidden.
+    listed = busy_device(1)  # 70,000 MB used, 69,000 of them by the listed process
+    assert "no listed process" not in devices_check(DeviceUsage(devices=(listed,), source="nvml"), None).reason
+    reserved = hidden.model_copy(update={"free_mb": 81000.0})
+    assert devices_check(DeviceUsage(devices=(reserved,), source="nvml"), None).status == "ok"
+
+
 def test_gpus_beside_a_cpu_build_of_the_engine_are_a_warning() -> None:
-    idle = busy_device(1).model_copy(update={"processes": ()})
+    idle = busy_device(1).model_copy(update={"processes": (), "free_mb": 81000.0})
     check = devices_check(DeviceUsage(devices=(idle,), source="nvml"), cpu_setup())
     assert check.status == "warn" and "vllm 0.32.0+cpu is a CPU build: its servers will not use them" in check.reason
 

@@ -152,10 +152,13 @@ def test_the_recommendations_flags_carry_its_cut_off_and_say_it_was_derived() ->
 
 def test_nothing_surely_faster_for_the_mix_keeps_the_baseline() -> None:
     losing = [e for e in ENTRIES if e.candidate == "g1" and e.workload == "general"]
+    seen: list[tuple[str, Sequence[ScheduleRange] | None]] = []
     mix = mix_advice(
-        _inputs({"general": 1.0}, losing), {"g1": "ngram"}, serve=_serve([]), cutoff=lambda name, level: None
+        _inputs({"general": 1.0}, losing), {"g1": "ngram"}, serve=_serve(seen), cutoff=lambda name, level: None
     )
-    assert mix.recommended is None and mix.serve is None and mix.routing is None
+    assert mix.recommended is None and mix.routing is None
+    # The first answer is the target alone, and the line to deploy is the baseline's own.
+    assert mix.serve == FLAGS and seen == [("g0_target_only", None)]
     assert mix.recommendation.startswith(
         "keep the target-only baseline on every request: no candidate can serve every request "
         "(g1: clearly slower than the baseline on general"
@@ -287,7 +290,7 @@ def test_a_candidate_whose_outputs_failed_on_one_workload_leaves_the_baseline() 
     assert mix.options[0].single_excluded == "its outputs failed the quality check on general-c1 (below_min_speedup)"
     assert mix.single is not None and mix.single.candidate is None and mix.recommended is None
     assert mix.recommendation.startswith("keep the target-only baseline on every request: no candidate can serve")
-    assert mix.serve is None
+    assert mix.serve == FLAGS  # the baseline's line: the first answer to deploy
     # The baseline is the single configuration: routing's gain over it is its own mix speedup.
     assert mix.routing is not None and mix.routing.gain is not None
     assert mix.routing.gain.point == pytest.approx(mix.routing.estimate.point)

@@ -183,3 +183,25 @@ def test_a_measured_schedule_sits_next_to_the_static_setting_and_off(tmp_path: P
     assert "### Per-batch-size schedule vs static vs off: g1.schedule (batch 1+: k=4)" in markdown
     assert "| copy-c1 | 1.00x (baseline) | g1_ngram: k=4 1.60x \\[1.50, 1.70\\] accept |" in markdown
     assert "Per-batch-size schedule vs static vs off" in render_html(data)
+
+
+def test_when_the_target_alone_is_the_answer_the_report_gives_its_line_to_type(tmp_path: Path) -> None:
+    layout = build_run(tmp_path / "run")
+    path = layout.root / "handoff.json"
+    handoff = load_document(path, Handoff)
+    single = HandoffSingle(candidate=None, family=None, estimate=None, faster_than_baseline=False, rule="r")
+    baseline = FLAGS.model_copy(update={"args": ("--model", "/models/tiny"), "speculative": None, "env": {}})
+    mix = HandoffMix(
+        workloads={"copy": 1.0},
+        concurrency={1: 1.0},
+        options=(),
+        recommended=None,
+        recommendation="keep the target-only baseline on every request: no candidate has comparable evidence",
+        serve=baseline,
+        rule="r",
+        single=single,
+    )
+    atomic_write_model(path, handoff.model_copy(update={"mix": mix}))
+    markdown = render_markdown(load_report_data(layout.root))
+    assert "**What to type: the target-only baseline for the traffic mix (on every request)**" in markdown
+    assert "python -m vllm.entrypoints.openai.api_server --model /models/tiny\n" in markdown

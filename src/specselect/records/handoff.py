@@ -238,7 +238,8 @@ class HandoffMix(BaseModel):
     recommendation: str
     """The first answer in words (before schema 3, the routed recommendation)."""
     serve: ServeFlags | None = None
-    """The first answer's exact flags (before schema 3, the routed recommendation's)."""
+    """The first answer's exact flags: the single configuration's, the target-only baseline's when it is the
+    answer (before schema 3, the routed recommendation's)."""
     serve_note: str | None = None
     rule: str
     single: HandoffSingle | None = None

@@ -140,7 +140,7 @@ def _mix(
         for g in groups
         if g.role == "candidate" and g.run_status == RunStatus.COMPLETED and group_track(g) == baseline.group
     }
-    return mix_advice(mix_inputs, candidates, serve=inputs.serve, cutoff=inputs.cutoff)
+    return mix_advice(mix_inputs, candidates, serve=inputs.serve, cutoff=inputs.cutoff, baseline=baseline.group)
 
 
 def _scenario(

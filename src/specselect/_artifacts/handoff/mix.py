@@ -24,6 +24,7 @@ from specselect._artifacts.handoff.single import (
 from specselect._artifacts.handoff.traffic import MixInputs, Where, every_request
 from specselect._core.status import Decision
 from specselect._evidence.mix import mix_ratio
+from specselect._plan import BASELINE_GROUP
 from specselect.records.evidence.mix import MIX_RATIO_RULE, MIX_RULE, MixEstimate, MixRatio
 from specselect.records.handoff import HandoffMix, HandoffMixOption, HandoffRouting, HandoffSegment, HandoffSingle
 from specselect.records.proposals import ScheduleRange
@@ -206,15 +207,17 @@ def mix_advice(
     *,
     serve: ServeWith,
     cutoff: Cutoff,
+    baseline: str = BASELINE_GROUP,
 ) -> HandoffMix:
     """The mix's options for `candidates` (name -> family): the best single configuration with its serve flags
-    first, then routing with its gain over it."""
+    first (the `baseline` group's when no candidate is it: the line to deploy is then the target alone), then
+    routing with its gain over it."""
     options = [_option(inputs, name, family) for name, family in candidates.items()]
     options = [o for o in options if o.everywhere is not None or o.on_segments is not None]
     options.sort(key=lambda o: -(o.on_segments.low if o.on_segments is not None else 0.0))
     single = single_answer(inputs, options)
     routing, routing_note = _routing(inputs, options, single, serve, cutoff)
-    flags = serve(single.candidate, None)[0] if single.candidate is not None else None
+    flags = serve(single.candidate or baseline, None)[0]
     return HandoffMix(
         workloads=dict(inputs.traffic.workloads),
         concurrency=inputs.traffic.profile(inputs.levels),

@@ -14,6 +14,10 @@ from specselect.records.doctor import CheckStatus, DeviceUsage, DoctorCheck, Gpu
 
 __all__ = ["audit_check", "devices_check", "disk_check", "engine_check", "host_check", "hub_check"]
 
+_UNLISTED_MB = 2048
+"""Device memory in use beyond what the listed processes hold that is more than a driver's own reservation (a few
+hundred MB on an idle card): a process NVML does not list holds it (another container's, another user's)."""
+
 _SETUP_FIX = "run `specselect setup` (installs the managed CPU vLLM), or give [engine] python of your own vLLM"
 
 
@@ -65,6 +69,14 @@ def devices_check(usage: DeviceUsage, setup: EngineSetup | None, own_pids: froze
     )
 
 
+def _unlisted_mb(device: GpuDevice) -> float:
+    """Memory in use on `device` beyond what its listed processes hold (0 when NVML gave no free memory)."""
+    if device.free_mb is None:
+        return 0.0
+    listed = sum(p.used_mb or 0.0 for p in device.processes)
+    return device.total_mb - device.free_mb - listed
+
+
 def _used(device: GpuDevice, caps: EngineCapabilities | None) -> bool:
     """Whether the engine's servers use `device` (all of them when the engine runs on no GPU or is not known): a
     device CUDA_VISIBLE_DEVICES leaves out, or a MIG instance of a card it does not use, shares nothing with them."""
@@ -88,6 +100,20 @@ def _device_problems(
                 f"a process that is not specselect's holds a device: {named}",
                 "stop it, or keep its device out of the plan with CUDA_VISIBLE_DEVICES in [engine.env] (a server "
                 "measured beside it shares its memory and compute)",
+            )
+        )
+    unlisted = [(d, _unlisted_mb(d)) for d in usage.devices if _used(d, caps)]
+    held = [(d, mb) for d, mb in unlisted if mb > _UNLISTED_MB]
+    if held:
+        named = ", ".join(
+            f"{d.uuid or d.index} {mb:.0f} MB of {d.total_mb:.0f} MB ({d.free_mb or 0:.0f} MB free)" for d, mb in held
+        )
+        problems.append(
+            (
+                "warn",
+                f"device memory in use that no listed process holds: {named}",
+                "find what holds it (nvidia-smi on the host, outside any container: another container's or user's "
+                "process) and stop it; a server started beside it gets only the free memory and shares the device",
             )
         )
     if caps is not None and caps.device_source == "not_queried":
