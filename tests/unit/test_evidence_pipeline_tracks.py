@@ -13,6 +13,7 @@ from specselect._evidence.pipeline import TRACK_RULE, EvidenceSettings, InMemory
 from specselect._measure.metrics import summarize
 from specselect._plan import Plan
 from specselect.records.evidence.result import ParityPassPolicy
+from specselect.records.evidence.rounds import estimand_statement
 from specselect.records.evidence.sampled_parity import SampledParityPolicy
 from specselect.records.evidence.stats import BootstrapPolicy
 from specselect.records.group import GroupLaunch, GroupResult, ScenarioRun
@@ -284,6 +285,9 @@ def test_the_handoff_states_each_track_and_only_within_pair_ratios() -> None:
     )
     handoff = build_handoff(ev, groups, [KEY], inputs)
     assert handoff.track_rule == TRACK_RULE
+    # The hand-off says what its decisions are about, in the evidence's estimand.
+    assert handoff.estimand == ev.policy.estimand
+    assert handoff.estimand_statement == estimand_statement(ev.policy.estimand)
     tracks = {t.name: t for t in handoff.tracks}
     assert tracks["g0_target_only"].target_ref == "builtin:small"
     assert tracks["g0_target_only"].candidates == ("g1",)

@@ -17,6 +17,7 @@ from specselect._plan import Plan, SamplingConfig
 from specselect._plan.rules import BASELINE_GROUP
 from specselect.records.evidence.mix import MixPolicy
 from specselect.records.evidence.result import ScenarioEvidence
+from specselect.records.evidence.rounds import estimand_statement
 from specselect.records.evidence.stats import BootstrapPolicy
 from specselect.records.group import GroupResult
 from specselect.records.handoff import (
@@ -224,6 +225,8 @@ def build_handoff(
         concurrency_limits=concurrency_advice(evidence.sweeps, groups, schedule=inputs.schedule),
         proposal_lengths=length_advice(evidence.sweeps),
         sampling=sampling_note(inputs.plan.sampling),
+        estimand=evidence.policy.estimand,
+        estimand_statement=estimand_statement(evidence.policy.estimand),
         rounds=inputs.plan.run.rounds,
         looks=inputs.plan.run.look_rounds,
         controls=tuple(_control(entry) for entry in evidence.controls),
