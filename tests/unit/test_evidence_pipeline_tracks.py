@@ -299,6 +299,8 @@ def test_the_handoff_states_each_track_and_only_within_pair_ratios() -> None:
     (scenario,) = handoff.scenarios
     cands = {c.candidate: c for c in scenario.candidates}
     assert (cands["g1"].track, cands["g2"].track) == ("g0_target_only", BIG)
+    # Each says the prompts its speedup rests on; what they need is said under the traffic estimand only.
+    assert cands["g1"].prompts is not None and cands["g1"].prompts >= 2 and cands["g1"].prompts_verdict is None
     # Ratios only: nothing in a hand-off candidate is a raw latency or throughput.
     assert not any(k.endswith(("_ms", "_s", "tok_s")) for k in cands["g2"].model_dump())
     # The recommendation compares within-pair speedup bounds, so the other track's 2x candidate wins.

@@ -64,6 +64,12 @@ class HandoffCandidate(BaseModel):
     """The baseline this candidate was paired with: compare only its ratios with other tracks' ratios."""
     acceptance_spread: AcceptanceSpread | None = None
     """Acceptance per draft position with its interval, from the per-request counters (None when not exported)."""
+    prompts: int | None = None
+    """Since schema 4: the prompts the speedup rests on, and under the traffic estimand the prompts its decision
+    needs against the minimum speedup (`prompts_needed`) and whether it had them (`prompts_verdict`: enough,
+    more_prompts, more_rounds; None under frozen_prompts)."""
+    prompts_needed: int | None = None
+    prompts_verdict: str | None = None
 
 
 class HandoffScenario(BaseModel):

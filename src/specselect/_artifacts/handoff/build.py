@@ -78,6 +78,9 @@ def _handoff_candidate(
         proposer_snapshot=group.proposer_snapshot if scenario_run is not None else None,
         track=entry.track,
         acceptance_spread=acceptance_spread(inputs.records.timed(group.group, entry.scenario), policy),
+        prompts=entry.speedup.n_items if entry.speedup else None,
+        prompts_needed=entry.speedup.prompts_needed if entry.speedup else None,
+        prompts_verdict=entry.speedup.prompts_verdict if entry.speedup else None,
     )
 
 
