@@ -101,7 +101,8 @@ LATENCY = {"max_ttft_regression_ratio", "max_e2e_p95_regression_ratio", "ttft_me
 
 def _handoff_answers(summary: dict[str, Any], *, accepted: bool) -> None:
     assert summary["scenarios"][1]["recommended"] == ("g1_ngram" if accepted else None)
-    assert (summary["schema_version"], summary["rounds"], summary["looks"], summary["controls"]) == (3, 3, [3, 4], [])
+    assert (summary["schema_version"], summary["rounds"], summary["looks"], summary["controls"]) == (4, 3, [3, 4], [])
+    assert summary["estimand"] == "traffic" and summary["estimand_statement"].startswith("The speedups")
     mix = summary["mix"]
     ngram = next(o for o in mix["options"] if o["candidate"] == "g1_ngram")
     # The first answer for the plan's mix (70% general, 30% repetition) is one configuration: n-gram on every

@@ -101,9 +101,9 @@ def test_plan_list(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run_cli(capsys, "plan", "list")
     assert (code, err) == (0, "")
     lines = out.splitlines()
-    assert "builtin:cpu-smoke           CPU smoke test:" in lines[3]  # sorted: cpu-aa, -draft, -sampled, -smoke
+    assert "builtin:cpu-smoke           CPU smoke test:" in lines[4]  # sorted: cpu-aa, -draft, -ngram, -sampled, -smoke
     # The GPU recipes a user copies to a GPU box are listed after the CPU plans.
-    assert [line.split()[0] for line in lines[5:]] == [
+    assert [line.split()[0] for line in lines[6:]] == [
         "builtin:gpu-coder-draft",
         "builtin:gpu-llama8b-eagle3",
         "builtin:gpu-mtp",
@@ -125,8 +125,8 @@ def test_plan_show_unknown_builtin(capsys: pytest.CaptureFixture[str]) -> None:
     assert (code, out) == (2, "")
     assert err == (
         "specselect: error: builtin:nope: no built-in plan 'nope' "
-        "(fix: use one of: builtin:cpu-aa, builtin:cpu-draft, builtin:cpu-sampled, builtin:cpu-smoke, "
-        "builtin:cpu-sweep, builtin:gpu-coder-draft, builtin:gpu-llama8b-eagle3, builtin:gpu-mtp "
+        "(fix: use one of: builtin:cpu-aa, builtin:cpu-draft, builtin:cpu-ngram, builtin:cpu-sampled, "
+        "builtin:cpu-smoke, builtin:cpu-sweep, builtin:gpu-coder-draft, builtin:gpu-llama8b-eagle3, builtin:gpu-mtp "
         "(see `specselect plan list`))\n"
     )
 

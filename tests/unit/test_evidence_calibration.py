@@ -77,3 +77,17 @@ def test_the_default_estimand_misses_the_traffics_speedup_when_prompts_differ() 
     result = simulate_case(case, 60, seed=23)
     assert result.coverage < 0.80
     assert result.frozen_truth_gap > 0.05
+
+
+def test_under_the_traffic_estimand_prompts_that_differ_widely_are_stated_as_too_few_and_not_accepted() -> None:
+    # Spread 0.4 at a true 1.25x with 8 prompts: the run says it needs more prompts than it has for most pairs,
+    # and those pairs stay unaccepted; with prompts that gain alike (spread 0.05) it rarely asks for more.
+    wide = CalibrationCase(
+        speedup=1.25, noise=HOST, truth="population", estimand="traffic", item_speedup_sd=0.4, looks=(3, 4)
+    )
+    got = simulate_case(wide, 40, seed=31)
+    assert got.prompts_needed_median is not None and got.prompts_needed_median > wide.items
+    assert got.short_of_prompts > 0.4
+    assert got.accept_rate <= 1.0 - got.short_of_prompts
+    alike = simulate_case(wide.model_copy(update={"item_speedup_sd": 0.05, "speedup": 1.5}), 40, seed=31)
+    assert alike.short_of_prompts < 0.1

@@ -13,6 +13,7 @@ from specselect._evidence.pipeline import TRACK_RULE, EvidenceSettings, InMemory
 from specselect._measure.metrics import summarize
 from specselect._plan import Plan
 from specselect.records.evidence.result import ParityPassPolicy
+from specselect.records.evidence.rounds import estimand_statement
 from specselect.records.evidence.sampled_parity import SampledParityPolicy
 from specselect.records.evidence.stats import BootstrapPolicy
 from specselect.records.group import GroupLaunch, GroupResult, ScenarioRun
@@ -284,6 +285,9 @@ def test_the_handoff_states_each_track_and_only_within_pair_ratios() -> None:
     )
     handoff = build_handoff(ev, groups, [KEY], inputs)
     assert handoff.track_rule == TRACK_RULE
+    # The hand-off says what its decisions are about, in the evidence's estimand.
+    assert handoff.estimand == ev.policy.estimand
+    assert handoff.estimand_statement == estimand_statement(ev.policy.estimand)
     tracks = {t.name: t for t in handoff.tracks}
     assert tracks["g0_target_only"].target_ref == "builtin:small"
     assert tracks["g0_target_only"].candidates == ("g1",)
@@ -295,6 +299,8 @@ def test_the_handoff_states_each_track_and_only_within_pair_ratios() -> None:
     (scenario,) = handoff.scenarios
     cands = {c.candidate: c for c in scenario.candidates}
     assert (cands["g1"].track, cands["g2"].track) == ("g0_target_only", BIG)
+    # Each says the prompts its speedup rests on; what they need is said under the traffic estimand only.
+    assert cands["g1"].prompts is not None and cands["g1"].prompts >= 2 and cands["g1"].prompts_verdict is None
     # Ratios only: nothing in a hand-off candidate is a raw latency or throughput.
     assert not any(k.endswith(("_ms", "_s", "tok_s")) for k in cands["g2"].model_dump())
     # The recommendation compares within-pair speedup bounds, so the other track's 2x candidate wins.

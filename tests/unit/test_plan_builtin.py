@@ -75,8 +75,8 @@ def test_unknown_builtin_plan_suggests_and_lists() -> None:
         load_plan("builtin:cpu-smok")
     assert info.value.one_line() == (
         "builtin:cpu-smok: no built-in plan 'cpu-smok'; did you mean builtin:cpu-smoke? "
-        "(fix: use one of: builtin:cpu-aa, builtin:cpu-draft, builtin:cpu-sampled, builtin:cpu-smoke, "
-        "builtin:cpu-sweep, builtin:gpu-coder-draft, builtin:gpu-llama8b-eagle3, builtin:gpu-mtp "
+        "(fix: use one of: builtin:cpu-aa, builtin:cpu-draft, builtin:cpu-ngram, builtin:cpu-sampled, "
+        "builtin:cpu-smoke, builtin:cpu-sweep, builtin:gpu-coder-draft, builtin:gpu-llama8b-eagle3, builtin:gpu-mtp "
         "(see `specselect plan list`))"
     )
 

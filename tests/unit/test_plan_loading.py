@@ -263,3 +263,15 @@ def test_plan_hash_is_stable_for_any_key_order(rnd: Any, multiline: bool) -> Non
 def test_a_workload_called_token_is_not_a_secret() -> None:
     loaded = parse_plan_text(MINIMAL + 'token = "builtin:repetition"\n', source="p", base_dir=Path("."))
     assert loaded.plan.workloads["token"] == "builtin:repetition"
+
+
+def test_the_default_estimand_is_the_traffic_and_frozen_prompts_reads_back_as_written() -> None:
+    plain = parse_plan_text(MINIMAL, source="p.toml", base_dir=Path("."))
+    assert plain.plan.thresholds.estimand == "traffic"
+    frozen = parse_plan_text(
+        MINIMAL + '\n[thresholds]\nestimand = "frozen_prompts"\n', source="p.toml", base_dir=Path(".")
+    )
+    dumped = frozen.plan.model_dump(mode="json")
+    assert dumped["thresholds"]["estimand"] == "frozen_prompts"
+    assert type(frozen.plan).model_validate(dumped).thresholds.estimand == "frozen_prompts"
+    assert frozen.plan_hash != plain.plan_hash

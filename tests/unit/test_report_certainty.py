@@ -4,14 +4,16 @@ measured; the decision table labels every interval with its level."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from test_evidence_pipeline_rounds import _two, evidence, settings
 
-from specselect._report.console import DECISION_COLUMNS, control_lines, decision_rows
+from specselect._report.console import DECISION_COLUMNS, control_lines, decision_rows, estimand_lines
 from specselect._report.data import ReportData
 from specselect._report.evidence_tables import controls_spec, prediction_spec, rounds_spec
 from specselect.records.evidence.result import Evidence
+from specselect.records.evidence.rounds import estimand_statement
 from specselect.records.results import EvidenceFile, Manifest
 
 
@@ -80,3 +82,13 @@ def test_the_closing_lines_say_whether_each_aa_control_held_1_and_stayed_unaccep
     (line,) = control_lines(EvidenceFile.of(found))
     assert line.startswith("A/A control g0_target_only.aa w-c1: 1.00x [")
     assert line.endswith("] 95%, holds 1.0; tune (below_min_speedup)")
+
+
+def test_the_closing_lines_say_what_the_decisions_are_about_and_under_traffic_the_prompts_each_needs() -> None:
+    traffic = replace(settings(), estimand="traffic")
+    lines = estimand_lines(EvidenceFile.of(evidence([1.0, 1.0, 1.0], [0.8, 0.9, 0.8], policy=traffic)))
+    assert lines[0] == estimand_statement("traffic")
+    (pair,) = lines[1:]
+    assert pair.startswith("g1_ngram w-c1: 4 prompts")
+    frozen = estimand_lines(EvidenceFile.of(evidence([1.0, 1.0, 1.0], [0.8, 0.9, 0.8])))
+    assert frozen == [estimand_statement("frozen_prompts")]

@@ -109,6 +109,7 @@ def test_the_plan_measured_now_holds_only_the_candidate_and_its_checked_scenario
     run = _handoff(tmp_path, _scenario(1, K3, _candidate(K3, "accept", 2.0)))
     recorded = load_recorded(run, None)
     loaded = reduced_plan(load_plan("builtin:cpu-sweep"), recorded, repeats=1)
+    assert loaded.plan.thresholds.estimand == "frozen_prompts"  # a regression check asks about these prompts
     plan = loaded.plan
     assert [c.name for c in plan.groups] == ["g0_target_only", K3]
     (cand,) = plan.candidates

@@ -6,7 +6,14 @@ import argparse
 import json
 from pathlib import Path
 
-from specselect._report.console import admission_table, decision_table, groups_table, make_console, mix_closing_lines
+from specselect._report.console import (
+    admission_table,
+    decision_table,
+    estimand_lines,
+    groups_table,
+    make_console,
+    mix_closing_lines,
+)
 from specselect._report.data import load_report_data
 from specselect._report.write import write_report_data
 
@@ -46,6 +53,8 @@ def run(args: argparse.Namespace) -> int:
         console.print(decision_table(data.evidence, data.groups))
         for cand, verdict in data.evidence.verdicts.items():
             console.print(f"  {cand}: {verdict}", markup=False, highlight=False)
+        for line in estimand_lines(data.evidence):
+            console.print(f"  {line}", markup=False, highlight=False)
     for line in mix_closing_lines(data.handoff):
         console.print(f"  {line}", markup=False, highlight=False)
     for note in data.notes:

@@ -15,6 +15,7 @@ from specselect._report.console import (
     admission_table,
     control_lines,
     decision_table,
+    estimand_lines,
     groups_table,
     make_console,
     mix_closing_lines,
@@ -107,6 +108,8 @@ def run(args: argparse.Namespace) -> int:
         console.print(decision_table(outcome.evidence, outcome.groups))
         for cand, verdict in outcome.evidence.verdicts.items():
             console.print(f"  {cand}: {verdict}")
+        for line in estimand_lines(outcome.evidence):
+            console.print(f"  {escape(line)}")
         for line in control_lines(outcome.evidence):
             console.print(f"  {escape(line)}")
         for line in sweep_summary_lines(outcome.evidence.sweeps):

@@ -145,6 +145,10 @@ class CaseResult(BaseModel):
     first_look_level: float
     frozen_truth_gap: float = 0.0
     """Mean |log(the frozen prompts' own ratio / the truth)| over the pairs: 0 when the truth is theirs."""
+    short_of_prompts: float = 0.0
+    """Traffic estimand: share of pairs whose deciding estimate said its prompts were too few (`more_prompts`)."""
+    prompts_needed_median: float | None = None
+    """Traffic estimand: the median of the deciding estimates' `prompts_needed` (None: none said a number)."""
 
 
 @dataclass(frozen=True)
@@ -300,6 +304,8 @@ class _Tally:
     rounds: float = 0.0
     runs: int = 0
     truth_gap: float = 0.0
+    short: int = 0
+    needed: list[int] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -356,7 +362,14 @@ def _one_run(case: CalibrationCase, rng: np.random.Generator, tally: _Tally) -> 
     active = set(ran)
     for point in look_points(schedule, schedule.max_rounds):
         pairs = [p if p.candidate in active else _upto(p, ran[p.candidate]) for p in run.pairs]
-        analysis = analyse_look(pairs, point, estimand=case.estimand, basis="e2e", latency_level=case.confidence_level)
+        analysis = analyse_look(
+            pairs,
+            point,
+            estimand=case.estimand,
+            basis="e2e",
+            latency_level=case.confidence_level,
+            minimum=thresholds.min_throughput_speedup,
+        )
         looks = []
         for p in pairs:
             if p.candidate in active:
@@ -396,6 +409,9 @@ def _count(case: CalibrationCase, run: _Run, history: _History, tally: _Tally, r
             final.checks.get("max_ttft_regression_ratio") is True and final.checks.get("ttft_mean_gate") is not False
         )
         tally.ttft_pass += ttft_ok and final_est.ttft.has_interval
+        tally.short += final_est.speedup.prompts_verdict == "more_prompts"
+        if final_est.speedup.prompts_needed is not None:
+            tally.needed.append(final_est.speedup.prompts_needed)
         own = run.prompts[int(pair.scenario[1:])].own_ratio
         tally.truth_gap += abs(math.log(own / case.speedup))
 
@@ -423,4 +439,6 @@ def simulate_case(case: CalibrationCase, runs: int, seed: int = 0) -> CaseResult
         mean_rounds=tally.rounds / max(1, tally.runs),
         first_look_level=LookSchedule.of_level(case.looks, case.confidence_level).level_at(0),
         frozen_truth_gap=tally.truth_gap / n,
+        short_of_prompts=tally.short / n,
+        prompts_needed_median=float(np.median(tally.needed)) if tally.needed else None,
     )

@@ -541,9 +541,10 @@ class ThresholdsConfig(PlanSection):
         "are at confidence_level at every look",
     )
     estimand: Literal["frozen_prompts", "traffic"] = Field(
-        default="frozen_prompts",
-        description="what the intervals are about: frozen_prompts, a rerun on the same items; traffic, the "
-        "population the items were drawn from (adds the items' variance; wants 24 or more prompts)",
+        default="traffic",
+        description="what the intervals are about: traffic (default), the deployment's traffic the items are a "
+        "sample of (adds the items' variance; the run states how many prompts a decision needs); frozen_prompts, "
+        "a rerun on the same items (regression checks on a fixed set, `specselect check`)",
     )
     near_tie_threshold_nats: Annotated[float, Strict(), Field(ge=0, le=100)] = Field(
         default=0.1,
@@ -571,6 +572,8 @@ class ThresholdsConfig(PlanSection):
                 "slo_tpot_ms": None,
                 "max_host_foreign_cpu_share": DEFAULT_MAX_HOST_FOREIGN_CPU_SHARE,
                 "latency_gate": "not_clearly_worse",
-                "estimand": "frozen_prompts",
+                # The default became traffic (issue 39): a plan that writes no estimand keeps its hash and now
+                # means traffic; frozen_prompts is written out, so a dumped plan reads back as it was.
+                "estimand": "traffic",
             },
         )

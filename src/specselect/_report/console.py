@@ -9,6 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from specselect.records.evidence.result import ScenarioEvidence
+from specselect.records.evidence.rounds import estimand_statement
 from specselect.records.group import GroupResult
 from specselect.records.handoff import Handoff, HandoffMix
 from specselect.records.results import AdmissionFile, EvidenceFile
@@ -20,6 +21,7 @@ __all__ = [
     "control_lines",
     "decision_rows",
     "decision_table",
+    "estimand_lines",
     "fmt_interval",
     "fmt_level",
     "fmt_mib",
@@ -102,6 +104,30 @@ def control_lines(evidence: EvidenceFile) -> list[str]:
             f"A/A control {c.candidate} {c.scenario}: {text}{holds}; {c.decision.decision.value} ({c.decision.reason})"
         )
     return out
+
+
+def _prompts_line(entry: ScenarioEvidence, minimum: float) -> str | None:
+    s = entry.speedup
+    if s is None or s.prompts_verdict is None:
+        return None
+    where = f"{entry.candidate} {entry.scenario}: {s.n_items} prompts"
+    if s.prompts_verdict == "more_rounds":
+        return f"{where}; the launches' variation alone keeps its interval across {minimum:g}x: more rounds needed"
+    enough = "enough" if s.prompts_verdict == "enough" else "too few: the decision stays open for want of prompts"
+    return (
+        f"{where}, about {s.prompts_needed} needed to tell its speedup from the {minimum:g}x minimum (from its "
+        f"per-prompt spread at the deciding look): {enough}"
+    )
+
+
+def estimand_lines(evidence: EvidenceFile) -> list[str]:
+    """What the decisions are about (one sentence), then, under the traffic estimand, the prompts each open or
+    decided pair needs against the minimum speedup and whether it had them."""
+    policy = evidence.policy
+    minimum = policy.thresholds.min_throughput_speedup
+    lines = [estimand_statement(policy.estimand)]
+    lines.extend(line for e in evidence.entries if (line := _prompts_line(e, minimum)) is not None)
+    return lines
 
 
 def decision_rows(evidence: EvidenceFile, groups: Sequence[GroupResult]) -> list[list[str]]:

@@ -13,6 +13,7 @@ import urllib.parse
 from collections.abc import Callable, Iterable, Sequence
 
 from specselect._core.gates import AdmissionResult
+from specselect._report.console import estimand_lines
 from specselect._report.data import ReportData
 from specselect._report.evidence_tables import controls_spec, distribution_spec, prediction_spec, rounds_spec
 from specselect._report.handoff_tables import mix_lines, mix_spec, serve_blocks
@@ -156,9 +157,11 @@ def _decisions(data: ReportData) -> str:
         "confidence interval; TTFT p95 and E2E p95 are candidate / baseline ratios (below 1 is better), with the "
         "interval an accept needs inside its limit."
     )
+    about = "".join(f"<li>{esc(line)}</li>" for line in estimand_lines(data.evidence)) if data.evidence else ""
     recos = "".join(f"<li><b>{esc(s)}</b>{esc(text)}</li>" for s, text in recommendations(data))
     reco = f'<h3>Recommendation per scenario</h3><ul class="reco">{recos}</ul>' if recos else ""
-    return _section("decisions", "Decisions", _table(spec, table_id="decision-table") + reco + _mix(data), lead)
+    table = _table(spec, table_id="decision-table") + (f'<ul class="estimand">{about}</ul>' if about else "")
+    return _section("decisions", "Decisions", table + reco + _mix(data), lead)
 
 
 def _mix(data: ReportData) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import html
 import re
 
+from specselect._report.console import estimand_lines
 from specselect._report.data import ReportData
 from specselect._report.evidence_tables import controls_spec, distribution_spec, prediction_spec, rounds_spec
 from specselect._report.handoff_tables import mix_lines, mix_spec, serve_blocks
@@ -143,6 +144,8 @@ def render_markdown(data: ReportData) -> str:
         out.append("No evidence yet.")
     else:
         out.append(md_table(spec))
+    if data.evidence is not None:
+        out.extend(["", *(f"- {md_text(line)}" for line in estimand_lines(data.evidence))])
     recos = recommendations(data)
     if recos:
         out.extend(["", "**Recommendation per scenario**", ""])

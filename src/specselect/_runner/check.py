@@ -193,7 +193,8 @@ def _recorded_plan(recorded: Recorded) -> LoadedPlan:
 
 def reduced_plan(loaded: LoadedPlan, recorded: Recorded, repeats: int, rounds: int | None = None) -> LoadedPlan:
     """`loaded` with only the candidate (no sweep or schedule origin), its track's declared baseline, the
-    checked workloads and levels, `repeats` repeats, no parity pass, no early stop and no [traffic].
+    checked workloads and levels, `repeats` repeats, no parity pass, no early stop and no [traffic]; the
+    estimand is `frozen_prompts`: a regression check asks about the same prompts, not about the traffic.
 
     Its `[run] rounds` (or `rounds`) are measured, so THE speedup now has the recorded one's launch variance;
     one look: a check spends the cost it states up front, later looks would add rounds."""
@@ -214,6 +215,7 @@ def reduced_plan(loaded: LoadedPlan, recorded: Recorded, repeats: int, rounds: i
     data.update(
         label=f"{plan.label[:90]}-check",
         sampling={**data["sampling"], "temperature": temperatures[0] if len(temperatures) == 1 else temperatures},
+        thresholds={**data["thresholds"], "estimand": "frozen_prompts"},
         candidates=[*baselines, entry],
         workloads={w: data["workloads"][w] for w in dict.fromkeys(k.workload for k in keys)},
         run={

@@ -113,8 +113,8 @@ def _plan_findings(loaded: LoadedPlan, workloads: Mapping[str, Workload]) -> lis
             (
                 "warning",
                 "few_items_for_traffic",
-                f"estimand = traffic with {few}: the items' variance rests on few prompts; 24 or more give it "
-                "a usable number of degrees of freedom",
+                f"estimand = traffic with {few}: the items' variance rests on few prompts (24 or more give it "
+                "a usable number of degrees of freedom); the closing lines say how many each decision needs",
             )
         )
     if not plan.run.aa_control and not any(c.enabled for c in plan.candidates if not c.is_baseline):

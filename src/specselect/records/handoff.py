@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict
 from specselect.records.document import RESULTS_SCHEMA_VERSION, ResultsDocument
 from specselect.records.evidence.acceptance import AcceptanceSpread
 from specselect.records.evidence.mix import MixEstimate, MixRatio
+from specselect.records.evidence.rounds import Estimand
 from specselect.records.evidence.sweeps import DerivedSchedule
 from specselect.records.server import ServeFlags
 
@@ -30,9 +31,10 @@ __all__ = [
     "HandoffTrack",
 ]
 
-HANDOFF_SCHEMA_VERSION = 3
+HANDOFF_SCHEMA_VERSION = 4
 """handoff.json's version: 3 puts the best single configuration first in `mix` (`single`, then `routing`); version 2
-documents (whose `mix.recommendation` routes workloads) are still read, without those two."""
+documents (whose `mix.recommendation` routes workloads) are still read, without those two. 4 says what the
+decisions are about (`estimand`, `estimand_statement`); version 3 documents read with both None."""
 
 
 class HandoffCandidate(BaseModel):
@@ -62,6 +64,12 @@ class HandoffCandidate(BaseModel):
     """The baseline this candidate was paired with: compare only its ratios with other tracks' ratios."""
     acceptance_spread: AcceptanceSpread | None = None
     """Acceptance per draft position with its interval, from the per-request counters (None when not exported)."""
+    prompts: int | None = None
+    """Since schema 4: the prompts the speedup rests on, and under the traffic estimand the prompts its decision
+    needs against the minimum speedup (`prompts_needed`) and whether it had them (`prompts_verdict`: enough,
+    more_prompts, more_rounds; None under frozen_prompts)."""
+    prompts_needed: int | None = None
+    prompts_verdict: str | None = None
 
 
 class HandoffScenario(BaseModel):
@@ -272,7 +280,7 @@ class HandoffControl(BaseModel):
 class Handoff(ResultsDocument):
     """`handoff.json`: only completed + comparable candidates, per scenario, with identities and the rule."""
 
-    READABLE_SCHEMA_VERSIONS: ClassVar[tuple[int, ...]] = (RESULTS_SCHEMA_VERSION, HANDOFF_SCHEMA_VERSION)
+    READABLE_SCHEMA_VERSIONS: ClassVar[tuple[int, ...]] = (RESULTS_SCHEMA_VERSION, 3, HANDOFF_SCHEMA_VERSION)
     schema_version: int = HANDOFF_SCHEMA_VERSION
     label: str
     plan_hash: str
@@ -304,3 +312,8 @@ class Handoff(ResultsDocument):
     """A/A controls per scenario (`[run] aa_control`): whether identical servers stayed unaccepted."""
     sampling: str | None = None
     """The sampling the decisions hold for, and how output quality was judged there."""
+    estimand: Estimand | None = None
+    """What the decisions are about: the deployment's traffic, or the frozen prompts (None: a version 3 document,
+    which did not say)."""
+    estimand_statement: str | None = None
+    """The same in one sentence (`records.evidence.rounds.estimand_statement`)."""

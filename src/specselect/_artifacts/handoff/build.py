@@ -17,6 +17,7 @@ from specselect._plan import Plan, SamplingConfig
 from specselect._plan.rules import BASELINE_GROUP
 from specselect.records.evidence.mix import MixPolicy
 from specselect.records.evidence.result import ScenarioEvidence
+from specselect.records.evidence.rounds import estimand_statement
 from specselect.records.evidence.stats import BootstrapPolicy
 from specselect.records.group import GroupResult
 from specselect.records.handoff import (
@@ -77,6 +78,9 @@ def _handoff_candidate(
         proposer_snapshot=group.proposer_snapshot if scenario_run is not None else None,
         track=entry.track,
         acceptance_spread=acceptance_spread(inputs.records.timed(group.group, entry.scenario), policy),
+        prompts=entry.speedup.n_items if entry.speedup else None,
+        prompts_needed=entry.speedup.prompts_needed if entry.speedup else None,
+        prompts_verdict=entry.speedup.prompts_verdict if entry.speedup else None,
     )
 
 
@@ -224,6 +228,8 @@ def build_handoff(
         concurrency_limits=concurrency_advice(evidence.sweeps, groups, schedule=inputs.schedule),
         proposal_lengths=length_advice(evidence.sweeps),
         sampling=sampling_note(inputs.plan.sampling),
+        estimand=evidence.policy.estimand,
+        estimand_statement=estimand_statement(evidence.policy.estimand),
         rounds=inputs.plan.run.rounds,
         looks=inputs.plan.run.look_rounds,
         controls=tuple(_control(entry) for entry in evidence.controls),

@@ -475,6 +475,7 @@ def build_evidence(
             estimand=settings.estimand,
             basis=settings.bootstrap.throughput_basis,
             latency_level=settings.bootstrap.level,
+            minimum=settings.thresholds.min_throughput_speedup,
         )
         for point in settings.points(_rounds_done(measured))
     ]

@@ -16,7 +16,13 @@ from specselect._core.decision import LATENCY_CHECKS, DecisionResult, SpeedupInt
 from specselect._core.pairing import PairEvidence
 from specselect._evidence.pipeline.launches import SideLaunches
 from specselect._evidence.rounds.drift import drift_check
-from specselect._evidence.rounds.estimate import MetricRounds, estimate_metric, metric_rounds, pool_variances
+from specselect._evidence.rounds.estimate import (
+    MetricRounds,
+    estimate_metric,
+    metric_rounds,
+    pool_variances,
+    with_prompts_needed,
+)
 from specselect._evidence.rounds.table import METRICS, RoundTable, round_table
 from specselect.records.evidence.rounds import DriftCheck, Estimand, LookPoint, Metric, RoundEstimate, VariancePool
 from specselect.records.evidence.stats import ThroughputBasis
@@ -98,11 +104,13 @@ def analyse_look(
     estimand: Estimand,
     basis: ThroughputBasis,
     latency_level: float | None = None,
+    minimum: float | None = None,
 ) -> LookAnalysis:
     """Every pair's speedup and mean-latency estimates at `point`, variances pooled per metric over the run.
 
     The speedup's interval is at the look's level (the accept's error spent over the looks); the mean-latency
-    intervals at `latency_level` (the plan's level: a guard judged at every look, `None`: the look's level)."""
+    intervals at `latency_level` (the plan's level: a guard judged at every look, `None`: the look's level).
+    With `minimum` (the minimum speedup) the traffic estimand's speedup says the prompts its decision needs."""
     tables = {p.key: _table(p, point.rounds, basis) for p in pairs}
     per_metric: dict[Metric, dict[str, MetricRounds]] = {
         metric: {key: metric_rounds(table, metric) for key, table in tables.items()} for metric in METRICS
@@ -124,7 +132,7 @@ def analyse_look(
             )
             for metric in METRICS
         }
-        speedup = est["throughput"]
+        speedup = est["throughput"] if minimum is None else with_prompts_needed(est["throughput"], minimum)
         drift = drift_check(
             "throughput", speedup.rounds, speedup.round_log_ratios, speedup.variance_used, speedup.variance_df
         )

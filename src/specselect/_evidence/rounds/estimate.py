@@ -15,6 +15,9 @@ variance depends on what the claim is about (the estimand, chosen by the plan):
 
 One round has no round-to-round variance: its interval is the items' alone (var_i(z) / I, I - 1 degrees of
 freedom), says `launch_variance_included = false`, and an accept cannot rest on it (`core.decision`).
+
+Under `traffic` the estimate also says how many prompts the decision needs (`with_prompts_needed`): the I at
+which t sqrt(launch part + sigma^2_item / I) no longer reaches from the point to the minimum speedup.
 """
 
 from __future__ import annotations
@@ -39,7 +42,16 @@ from specselect.records.evidence.rounds import (
 )
 from specselect.records.evidence.stats import ThroughputBasis
 
-__all__ = ["Block", "MetricRounds", "estimate_metric", "metric_rounds", "pair_estimate", "pool_variances", "t_quantile"]
+__all__ = [
+    "Block",
+    "MetricRounds",
+    "estimate_metric",
+    "metric_rounds",
+    "pair_estimate",
+    "pool_variances",
+    "t_quantile",
+    "with_prompts_needed",
+]
 
 
 _STATISTIC: dict[Metric, str] = {
@@ -378,3 +390,25 @@ def pair_estimate(
     (a prompt-length bucket) and of the early stop, the same one every decision uses."""
     table = round_table(baseline, candidate, basis=basis, exclude=exclude)
     return estimate_metric(metric_rounds(table, metric), table, key="", level=level, estimand=estimand, basis=basis)
+
+
+def with_prompts_needed(estimate: RoundEstimate, minimum: float) -> RoundEstimate:
+    """`estimate` with the prompts per workload its decision against `minimum` needs (traffic estimand only).
+
+    With the launch part L = (per-round variance) / R as measured, the item part sigma^2_item / I and the look's
+    t quantile, the interval stops reaching `minimum` from the point (distance d on the log scale) once
+    t^2 (L + sigma^2_item / I) < d^2, so I > sigma^2_item / ((d / t)^2 - L). The estimate's own df is kept (more
+    prompts would add item df: the number errs high). When (d / t)^2 <= L no number of prompts resolves the
+    pair at these rounds (`more_rounds`)."""
+    point, items, per_round = estimate.point, estimate.item_variance, estimate.variance_used
+    if point is None or items is None or per_round is None or estimate.estimand != "traffic":
+        return estimate
+    if not estimate.launch_variance_included or not estimate.rounds:
+        return estimate
+    reach = t_quantile(estimate.level, estimate.df)
+    room = (math.log(point / minimum) / reach) ** 2 - per_round / len(estimate.rounds)
+    if room <= 0:
+        return estimate.model_copy(update={"prompts_needed": None, "prompts_verdict": "more_rounds"})
+    needed = max(2, math.ceil(items / room))
+    verdict = "enough" if needed <= estimate.n_items else "more_prompts"
+    return estimate.model_copy(update={"prompts_needed": needed, "prompts_verdict": verdict})

@@ -14,6 +14,7 @@ from specselect.records.evidence.stats import RatioEstimate
 __all__ = [
     "DRIFT_ALPHA",
     "DRIFT_RULE",
+    "ESTIMAND_STATEMENTS",
     "ESTIMATE_SCHEMA_VERSION",
     "HOMOGENEITY_ALPHA",
     "LOOKS_SCHEMA_VERSION",
@@ -25,10 +26,12 @@ __all__ = [
     "Metric",
     "PairLook",
     "PairState",
+    "PromptsVerdict",
     "RoundEstimate",
     "RoundsPlan",
     "VariancePool",
     "VarianceSource",
+    "estimand_statement",
 ]
 
 
@@ -107,9 +110,10 @@ class DriftCheck(BaseModel):
 Metric = Literal["throughput", "ttft_mean", "e2e_mean"]
 
 
-ESTIMATE_SCHEMA_VERSION = 2
+ESTIMATE_SCHEMA_VERSION = 3
 """2: a pooled variance's df counts what the pairs share (`VariancePool.effective_df`); a heterogeneous pool
-never gives a pair a variance below the pool's."""
+never gives a pair a variance below the pool's. 3: under the traffic estimand, the prompts the decision needs
+(`prompts_needed`, `prompts_verdict`); older documents have none and read as before."""
 
 
 HOMOGENEITY_ALPHA = 0.05
@@ -117,6 +121,24 @@ HOMOGENEITY_ALPHA = 0.05
 
 
 Estimand = Literal["frozen_prompts", "traffic"]
+
+ESTIMAND_STATEMENTS: dict[str, str] = {
+    "traffic": "The speedups and their intervals are about the deployment's traffic: each workload's prompts are "
+    "a sample of it, and the intervals include how much the speedup varies from prompt to prompt (estimand "
+    "traffic).",
+    "frozen_prompts": "The speedups and their intervals are about these frozen prompts only: a rerun on the same "
+    "prompts should agree, traffic with other prompts may gain more or less (estimand frozen_prompts, for "
+    "regression checks on a fixed set).",
+}
+"""What a decision is about, in one sentence per estimand: the console, the report and the hand-off say it."""
+
+
+def estimand_statement(estimand: Estimand) -> str:
+    """The one sentence that says what a decision under `estimand` is about."""
+    return ESTIMAND_STATEMENTS[estimand]
+
+
+PromptsVerdict = Literal["enough", "more_prompts", "more_rounds"]
 
 
 VarianceSource = Literal["pooled", "pair", "items_only"]
@@ -204,6 +226,12 @@ class RoundEstimate(BaseModel):
     variance_df: float | None = None
     """The per-round variance the interval used (pooled or the pair's own) and its degrees of freedom."""
     item_variance: float | None = None
+    prompts_needed: int | None = None
+    """Since estimate schema 3, traffic estimand: the prompts per workload at which this interval, its launch
+    part as measured, would exclude the minimum speedup (`evidence.rounds.estimate.with_prompts_needed`)."""
+    prompts_verdict: PromptsVerdict | None = None
+    """`enough`: the pair's prompts reach `prompts_needed`; `more_prompts`: they do not, so the decision stays
+    open for want of prompts; `more_rounds`: the launch part alone is too wide, more prompts cannot resolve it."""
     rerun_low: float | None = None
     rerun_high: float | None = None
     """Where a rerun of the same design should put ITS point: the interval's reach times sqrt 2."""
