@@ -1,6 +1,7 @@
 """What a run's closing lines must say before any decision is read: which pairs rest on less than the plan
-measured -- rounds a busy host or foreign traffic took out, pairs with no trusted round, rounds left out for the
-time budget, a drift -- and what to do about each. Read from the results only."""
+measured -- rounds a busy host, a busy device or foreign traffic took out, pairs with no trusted round, rounds
+left out for the time budget, a drift, preemptions where the KV cache ran out -- and what to do about each. Read
+from the results only."""
 
 from __future__ import annotations
 
@@ -30,9 +31,33 @@ def _pair_lines(evidence: EvidenceFile) -> list[str]:
     return out
 
 
+def _capacity_lines(evidence: EvidenceFile | None) -> list[str]:
+    """A line per candidate and scenario where its engine preempted requests: the KV cache, not the mechanism's
+    speed, is what limited it there."""
+    if evidence is None:
+        return []
+    out = []
+    for cost in evidence.capacity:
+        for scenario, count in cost.preemptions.items():
+            base = cost.baseline_preemptions.get(scenario, 0)
+            peak = cost.peak_kv_usage.get(scenario)
+            full = f", KV cache at {peak:.0%} at its peak" if peak is not None else ""
+            out.append(
+                f"{cost.candidate} {scenario}: the engine preempted {count} request{'s' * (count != 1)} "
+                f"({cost.baseline}: {base}){full}: at this concurrency its KV cache ({_tokens(cost.candidate_tokens)} "
+                "tokens) is what limits it; compare at a lower concurrency or give the server more KV cache"
+            )
+    return out
+
+
+def _tokens(value: int | None) -> str:
+    return f"{value:,}" if value is not None else "-"
+
+
 def trust_lines(evidence: EvidenceFile | None, sequential_stop: str | None) -> list[str]:
     """One line per thing that limits what the decisions rest on, with what to do; empty when nothing does."""
     out = _pair_lines(evidence) if evidence is not None else []
+    out.extend(_capacity_lines(evidence))
     if sequential_stop is not None:
         out.append(
             f"{sequential_stop}: the pairs still open are decided on the rounds that ran; raise "
