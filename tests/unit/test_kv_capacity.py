@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from specselect._engines.prometheus import parse_prometheus
+from specselect._engines.prometheus import parse_metrics_named, parse_prometheus
 from specselect._engines.sglang.capacity import kv_capacity as sglang_capacity
 from specselect._engines.sglang.capacity import kv_usage as sglang_usage
 from specselect._engines.sglang.serverinfo import ServerInfoSnapshot, parse_server_info
-from specselect._engines.vllm.capacity import kv_capacity, kv_usage, preemptions
+from specselect._engines.vllm.capacity import KV_USAGE_GAUGES, kv_capacity, kv_usage, preemptions
 from specselect.records.capacity import KvCapacity, concurrency_for
 
 DATA = Path(__file__).parent / "data"
@@ -93,3 +93,9 @@ def test_sglang_usage_is_its_token_usage_gauge() -> None:
     snap = parse_prometheus('sglang:token_usage{model_name="m"} 0.28\n')
     assert sglang_usage(snap) == pytest.approx(0.28)
     assert sglang_usage(parse_prometheus("")) is None
+
+
+def test_the_usage_read_every_second_parses_the_gauge_lines_alone() -> None:
+    only = parse_metrics_named(METRICS, KV_USAGE_GAUGES)
+    assert {s.name for s in only.samples} == {"vllm:kv_cache_usage_perc"}
+    assert kv_usage(only) == 0.0

@@ -214,8 +214,9 @@ class KvReader:
 
     capacity: Callable[[], KvCapacity | None]
     """The cache reserved at start-up (read once the server is ready); None when the engine stated none."""
-    usage: Callable[[MetricsSnapshot], float | None]
-    """The share of the cache in use in one scrape (1.0 = full); None when not exported."""
+    usage: Callable[[], float | None]
+    """The share of the cache in use now (1.0 = full); None when not exported. Called every second under load,
+    so it reads the one gauge and parses nothing else (the load client shares this process)."""
     preemptions: Callable[[MetricsSnapshot, MetricsSnapshot], int | None]
     """Requests preempted between two scrapes; None when not exported."""
 

@@ -142,7 +142,7 @@ def _kv_peak(session: Session) -> Iterator[PeakGauge | None]:
     if kv is None:
         yield None
         return
-    gauge = PeakGauge(lambda: kv.usage(session.snapshot()))
+    gauge = PeakGauge(kv.usage)
     with Poller(gauge, interval_s=KV_SCRAPE_INTERVAL_S, name="specselect-kv-usage"):
         yield gauge
 

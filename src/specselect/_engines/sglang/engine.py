@@ -47,7 +47,7 @@ from specselect._engines.launching import (
     serve_flags_of,
 )
 from specselect._engines.probecommand import command_probe_runner
-from specselect._engines.prometheus import MetricsSnapshot, parse_prometheus
+from specselect._engines.prometheus import MetricsSnapshot, parse_metrics_named, parse_prometheus
 from specselect._engines.server import ServerOptions, ServerProcess
 from specselect._engines.settings import group_settings
 from specselect._engines.sglang import capacity as kv
@@ -510,9 +510,9 @@ class SglangEngine:
         """The KV pool `/server_info` reports (`max_total_num_tokens`); the log is not needed."""
         return kv.kv_capacity(self.snapshot(server))
 
-    def kv_usage(self, snap: MetricsSnapshot) -> float | None:
-        """The share of the KV pool in use in one scrape (`sglang:token_usage`)."""
-        return kv.kv_usage(snap)
+    def kv_usage(self, server: RunningServer) -> float | None:
+        """The share of the KV pool in use now (`sglang:token_usage` alone is parsed)."""
+        return kv.kv_usage(parse_metrics_named(self.scrape_metrics(server), (kv.TOKEN_USAGE,)))
 
     def preemptions(self, before: MetricsSnapshot, after: MetricsSnapshot, model_name: str) -> int | None:
         """None: SGLang exports no preemption counter."""

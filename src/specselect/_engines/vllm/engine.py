@@ -45,7 +45,7 @@ from specselect._engines.launching import (
     serve_flags_of,
 )
 from specselect._engines.probecommand import command_probe_runner
-from specselect._engines.prometheus import MetricsSnapshot, parse_prometheus
+from specselect._engines.prometheus import MetricsSnapshot, parse_metrics_named, parse_prometheus
 from specselect._engines.server import ServerProcess
 from specselect._engines.settings import EngineSettings, group_settings
 from specselect._engines.vllm import capacity as kv
@@ -418,9 +418,9 @@ class VllmEngine:
         """The KV cache the start-up log states, with the blocks of `cache_config_info`."""
         return kv.kv_capacity(log_text, self.snapshot(server))
 
-    def kv_usage(self, snap: MetricsSnapshot) -> float | None:
-        """The share of the KV cache in use in one scrape."""
-        return kv.kv_usage(snap)
+    def kv_usage(self, server: RunningServer) -> float | None:
+        """The share of the KV cache in use now (the usage gauge alone is parsed)."""
+        return kv.kv_usage(parse_metrics_named(self.scrape_metrics(server), kv.KV_USAGE_GAUGES))
 
     def preemptions(self, before: MetricsSnapshot, after: MetricsSnapshot, model_name: str) -> int | None:
         """Requests preempted between two scrapes."""
