@@ -13,7 +13,7 @@ from specselect._core.decision import DecisionResult, Thresholds
 from specselect._core.status import Decision, EvidenceStatus
 from specselect._evidence.pipeline.capacity import CAPACITY_CHECK, capacity_costs, gate_decision
 from specselect._report.capacity_tables import capacity_spec
-from specselect._report.trust import trust_lines
+from specselect._report.trust import capacity_lines
 from specselect.records.capacity import KvCapacity, KvLoad, LaunchCapacity
 from specselect.records.evidence.capacity import CapacityCost, CapacityPolicy
 
@@ -148,14 +148,16 @@ def test_the_report_states_each_candidates_cost_and_gate() -> None:
     assert rows["g1_ngram"][8] == "passed"
 
 
-def test_preemptions_are_named_as_the_cause_where_they_appeared_only() -> None:
+def test_the_closing_lines_state_the_cost_and_name_preemptions_where_they_appeared_only() -> None:
     full = Run("chat-c16", KvLoad(peak_usage=1.0, preemptions=7, samples=30))
     quiet = Run("chat-c1", KvLoad(peak_usage=0.05, preemptions=0, samples=10))
     draft = Group("g2_draft", "candidate", launch(273), runs=(quiet, full))
-    evidence: Any = Evidence(tuple(costs(draft).values()))
-    lines = trust_lines(evidence, None)
+    evidence: Any = Evidence(tuple(costs(draft, NGRAM).values()))
+    lines = capacity_lines(evidence)  # n-gram costs nothing and preempted nothing: no line
     assert lines == [
+        "g2_draft holds 34,944 KV tokens, 11,648 (25.0%) fewer than g0_target_only: 91 requests of 300 tokens at "
+        "once (g0_target_only: 121.33)",
         "g2_draft chat-c16: the engine preempted 7 requests (g0_target_only: 0), KV cache at 100% at its peak: at "
         "this concurrency its KV cache (34,944 tokens) is what limits it; compare at a lower concurrency or give "
-        "the server more KV cache"
+        "the server more KV cache",
     ]

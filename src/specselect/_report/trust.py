@@ -1,13 +1,14 @@
 """What a run's closing lines must say before any decision is read: which pairs rest on less than the plan
 measured -- rounds a busy host, a busy device or foreign traffic took out, pairs with no trusted round, rounds
-left out for the time budget, a drift, preemptions where the KV cache ran out -- and what to do about each. Read
-from the results only."""
+left out for the time budget, a drift -- and what to do about each; and what each candidate costs the KV cache,
+with the preemptions where it ran out (`capacity_lines`). Read from the results only."""
 
 from __future__ import annotations
 
+from specselect.records.evidence.capacity import CapacityCost
 from specselect.records.results import EvidenceFile
 
-__all__ = ["trust_lines"]
+__all__ = ["capacity_lines", "trust_lines"]
 
 _QUIET = "measure again while nothing else runs on the machine (`specselect run PLAN --label NEW`)"
 
@@ -31,11 +32,9 @@ def _pair_lines(evidence: EvidenceFile) -> list[str]:
     return out
 
 
-def _capacity_lines(evidence: EvidenceFile | None) -> list[str]:
+def _preemption_lines(evidence: EvidenceFile) -> list[str]:
     """A line per candidate and scenario where its engine preempted requests: the KV cache, not the mechanism's
     speed, is what limited it there."""
-    if evidence is None:
-        return []
     out = []
     for cost in evidence.capacity:
         for scenario, count in cost.preemptions.items():
@@ -50,6 +49,31 @@ def _capacity_lines(evidence: EvidenceFile | None) -> list[str]:
     return out
 
 
+def _cost_line(cost: CapacityCost) -> str | None:
+    if cost.candidate_tokens is None or cost.tokens_lost is None or cost.loss_share is None:
+        return None
+    held = ""
+    if cost.request_tokens is not None and cost.candidate_concurrency is not None:
+        held = (
+            f": {cost.candidate_concurrency:g} requests of {cost.request_tokens:,} tokens at once "
+            f"({cost.baseline}: {cost.baseline_concurrency:g})"
+        )
+    gate = f"; {cost.reason}: {cost.detail}" if cost.reason else ""
+    return (
+        f"{cost.candidate} holds {cost.candidate_tokens:,} KV tokens, {cost.tokens_lost:,} "
+        f"({cost.loss_share:.1%}) fewer than {cost.baseline}{held}{gate}"
+    )
+
+
+def capacity_lines(evidence: EvidenceFile | None) -> list[str]:
+    """What each candidate costs the KV cache against its baseline (a candidate that costs nothing is left out),
+    then where its engine preempted requests: the KV cache, not the mechanism's speed, limited it there."""
+    if evidence is None:
+        return []
+    costs = [_cost_line(c) for c in evidence.capacity if c.tokens_lost or c.reason]
+    return [*(line for line in costs if line is not None), *_preemption_lines(evidence)]
+
+
 def _tokens(value: int | None) -> str:
     return f"{value:,}" if value is not None else "-"
 
@@ -57,7 +81,6 @@ def _tokens(value: int | None) -> str:
 def trust_lines(evidence: EvidenceFile | None, sequential_stop: str | None) -> list[str]:
     """One line per thing that limits what the decisions rest on, with what to do; empty when nothing does."""
     out = _pair_lines(evidence) if evidence is not None else []
-    out.extend(_capacity_lines(evidence))
     if sequential_stop is not None:
         out.append(
             f"{sequential_stop}: the pairs still open are decided on the rounds that ran; raise "
