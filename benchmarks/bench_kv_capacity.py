@@ -81,10 +81,11 @@ def configs(sweep_draft: Path, qwen: tuple[Path, Path] | None) -> list[Config]:
     return out
 
 
-def measure(engine: VllmEngine, config: Config, model: Path, work: Path) -> KvCapacity | None:
+def measure(engine: VllmEngine, config: Config, model: Path, work: Path, index: int) -> KvCapacity | None:
     """Start the configuration's server, read its KV capacity as a run does, stop it."""
-    group = f"{config.plan}-{len(list(work.iterdir()))}"
-    spec = cpu_launch_spec(group, model, work, speculative_config=config.speculative, startup_timeout_s=900.0)
+    spec = cpu_launch_spec(
+        f"{config.plan}-{index}", model, work, speculative_config=config.speculative, startup_timeout_s=900.0
+    )
     with engine.launch(spec) as server:
         return engine.kv_capacity(server, server.log_path.read_text(errors="replace"))
 
@@ -168,9 +169,9 @@ def main(argv: list[str] | None = None) -> int:
     models = {"smollm2-135m": setup.model, **({"qwen2.5-coder-1.5b": qwen[0]} if qwen else {})}
     work = Path(tempfile.mkdtemp(prefix="bench-kv-capacity-"))
     found = []
-    for config in configs(sweep_draft.path, qwen):
+    for index, config in enumerate(configs(sweep_draft.path, qwen)):
         with server_lock(args.server_lock):
-            found.append((config, measure(engine, config, models[config.target], work)))
+            found.append((config, measure(engine, config, models[config.target], work, index)))
     report = Report()
     check = tabulate(report, found, missing)
     if args.write_results:
