@@ -220,6 +220,25 @@ def baseline_rows(root: Path) -> list[list[str]]:
     return rows
 
 
+def capacity_rows(root: Path) -> list[list[str]]:
+    """Per candidate: its KV cache against the baseline's, as the run's evidence states it (the engine's report)."""
+    rows = []
+    for cost in _read(root / "evidence.json").get("capacity") or []:
+        lost, share = cost.get("tokens_lost"), cost.get("loss_share")
+        rows.append(
+            [
+                cost["candidate"],
+                fmt(cost.get("baseline_tokens"), ",.0f"),
+                fmt(cost.get("candidate_tokens"), ",.0f"),
+                f"{lost:,} ({share:.1%})" if lost is not None and share is not None else "-",
+                fmt(cost.get("baseline_concurrency"), ".2f"),
+                fmt(cost.get("candidate_concurrency"), ".2f"),
+                fmt(cost.get("request_tokens"), ",.0f"),
+            ]
+        )
+    return rows
+
+
 def tabulate(report: Report, root: Path, home: Path | None, timed: Timed | None) -> list[TargetCheck]:
     """Every table of section 5 from one run's results (and its home's model markers); the targets it checks."""
     if home is not None:
@@ -241,6 +260,11 @@ def tabulate(report: Report, root: Path, home: Path | None, timed: Timed | None)
     )
     servers = server_rows(root)
     report.table("servers", ["group", "start-up s", "peak memory MB"], servers)
+    report.table(
+        "KV cache against the baseline's (the engine's own report; concurrency: requests held at once)",
+        ["candidate", "baseline KV tokens", "KV tokens", "lost", "concurrency (baseline)", "concurrency", "at tokens"],
+        capacity_rows(root),
+    )
     decisions = decision_rows(root)
     report.table(
         "decisions (concurrency 1, T=0, float32 eager; speedups with their intervals' levels)",

@@ -9,8 +9,9 @@ Order: bench_fidelity (whose c=1 TPOT bench_client_overhead compares with), benc
 bench_selection_cost, bench_engine_startup_decode, with --with-cpu-draft bench_cpu_draft (~40 min and
 ~10 GB of models; without it section 5 stays as that script last wrote it), bench_rerun (the default plan twice,
 ~15 min), bench_decision_calibration (~30 min of simulation), bench_host_load, bench_sampled_parity, bench_cpu_sampled
-(builtin:cpu-sampled at temperature 0 and 0.7) and bench_cluster_cost (on paper, from bench_selection_cost's run: it
-runs only with it). Every script holds the machine's server lock while it measures.
+(builtin:cpu-sampled at temperature 0 and 0.7), bench_cluster_cost (on paper, from bench_selection_cost's run: it
+runs only with it) and bench_kv_capacity (each plan configuration's KV cache; cpu-draft's pair with
+--with-cpu-draft). Every script holds the machine's server lock while it measures.
 
     .venv/bin/python benchmarks/run_all.py [--only bench_fidelity ...] [--with-cpu-draft] [--header-only]
 (`make bench` runs it after `specselect setup`).
@@ -80,6 +81,8 @@ def steps(args: argparse.Namespace) -> list[Step]:
             extra = ["--results-dir", str(cost_results)]
         elif name == "bench_cluster_cost":
             extra = ["--results", str(cost_results / "cost")]
+        elif name == "bench_kv_capacity" and args.with_cpu_draft:
+            extra = ["--with-cpu-draft"]  # cpu-draft's pair too (its models are there once bench_cpu_draft ran)
         argv = [sys.executable, f"benchmarks/{name}.py", "--server-lock", str(args.server_lock)]
         out.append(Step(name, (*argv, "--write-results", str(args.results), *extra)))
     return out

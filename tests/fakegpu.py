@@ -51,7 +51,9 @@ class FakeGpu:
     migs: Sequence[FakeMig] = ()
     reads: list[str] = field(default_factory=list)
     processes: Sequence[FakeProcess] = ()
-    """The compute processes NVML lists on the card."""
+    """The compute processes NVML lists on the card (a test may replace them between reads)."""
+    utilization_pct: int | None = None
+    """What `nvmlDeviceGetUtilizationRates(...).gpu` answers; None: "Not Supported", as for MIG instances."""
 
 
 class _Memory:
@@ -75,6 +77,14 @@ class _ProcessInfo:
     def __init__(self, process: FakeProcess) -> None:
         self.pid = process.pid
         self.usedGpuMemory = None if process.used_mb is None else process.used_mb * _MIB
+
+
+class _Utilization:
+    """The real bindings' `c_nvmlUtilization_t`: percentages of time the GPU and its memory were busy."""
+
+    def __init__(self, gpu: int) -> None:
+        self.gpu = gpu
+        self.memory = 0
 
 
 class _Nvml:
@@ -119,6 +129,13 @@ class _Nvml:
     def processes(self, handle: str) -> list[_ProcessInfo]:
         return [_ProcessInfo(p) for p in self.devices[handle][0].processes]
 
+    def utilization(self, handle: str) -> _Utilization:
+        device = self.devices[handle][0]
+        used = device.utilization_pct if isinstance(device, FakeGpu) else None
+        if used is None:
+            raise NVMLError("Not Supported")
+        return _Utilization(used)
+
     def by_uuid(self, uuid: str | bytes) -> str:
         key = uuid.decode() if isinstance(uuid, bytes) else uuid
         if key not in self.devices:
@@ -152,6 +169,7 @@ def fake_nvml(gpus: Sequence[FakeGpu], *, init_error: str | None = None, driver:
         "nvmlSystemGetDriverVersion": lambda: driver,
         "nvmlDeviceGetComputeRunningProcesses": state.processes,
         "nvmlDeviceGetGraphicsRunningProcesses": lambda handle: [],
+        "nvmlDeviceGetUtilizationRates": state.utilization,
     }
     for name, value in functions.items():
         setattr(module, name, value)

@@ -134,3 +134,23 @@ def test_section_5_goes_through_the_shared_writer_and_its_record_feeds_the_heade
     run_all.write_document(results_md)
     header = results_md.read_text().split(common.section_end("run_all"))[0]
     assert "| `bench_cpu_draft.py` " in header and "Targets met: 2 of 2." in header
+
+
+def test_the_kv_cache_table_reads_the_evidences_capacity_costs(bench: ModuleType, tmp_path: Path) -> None:
+    cost = {
+        "candidate": "g1_draft.k3",
+        "baseline": "g0_target_only",
+        "baseline_tokens": 46_592,
+        "candidate_tokens": 41_088,
+        "tokens_lost": 5_504,
+        "loss_share": 5_504 / 46_592,
+        "request_tokens": 2048,
+        "baseline_concurrency": 22.75,
+        "candidate_concurrency": 20.06,
+    }
+    write(tmp_path / "evidence.json", {"entries": [], "capacity": [cost]})
+    assert bench.capacity_rows(tmp_path) == [
+        ["g1_draft.k3", "46,592", "41,088", "5,504 (11.8%)", "22.75", "20.06", "2,048"]
+    ]
+    write(tmp_path / "evidence.json", {"entries": []})  # results written before capacity was recorded
+    assert bench.capacity_rows(tmp_path) == []

@@ -21,7 +21,7 @@ from specselect._report.console import (
     mix_closing_lines,
 )
 from specselect._report.sweep_tables import sweep_summary_lines
-from specselect._report.trust import trust_lines
+from specselect._report.trust import capacity_lines, trust_lines
 from specselect._runner.progress import make_progress
 from specselect._runner.run import RunOptions, RunOutcome, run_plan
 
@@ -119,6 +119,8 @@ def run(args: argparse.Namespace) -> int:
     stop = outcome.manifest.sequential_stop if outcome.manifest is not None else None
     for line in trust_lines(outcome.evidence, stop):
         console.print(f"  [bold]not fully trusted[/bold]: {escape(line)}")
+    for line in capacity_lines(outcome.evidence):
+        console.print(f"  kv capacity: {escape(line)}")
     console.print(f"results: {outcome.layout.root}")
     if reports:
         console.print(f"report:  {reports[0]}  (Markdown: {reports[1]})")

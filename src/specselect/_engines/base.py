@@ -26,6 +26,7 @@ from specselect._engines.vllm.telemetry import request_spec_metrics as vllm_requ
 from specselect._plan import Candidate, EngineConfig, Plan, TargetConfig
 from specselect.records.assets import ResolvedModel
 from specselect.records.capabilities import AnyCapabilities
+from specselect.records.capacity import KvCapacity
 from specselect.records.endpoints import EndpointProbe, TrafficCheck
 from specselect.records.proposals import ScheduleRange
 from specselect.records.server import ReleaseCheck, SanityResult, ServeFlags
@@ -37,6 +38,7 @@ __all__ = [
     "Finding",
     "GroupContext",
     "GroupIdentity",
+    "KvReader",
     "LaunchSpec",
     "ProgressFn",
     "Proposal",
@@ -207,6 +209,19 @@ class TrafficGuard(Protocol):
 
 
 @dataclass(frozen=True)
+class KvReader:
+    """A launched server's KV cache as its engine reports it, in engine-neutral terms."""
+
+    capacity: Callable[[], KvCapacity | None]
+    """The cache reserved at start-up (read once the server is ready); None when the engine stated none."""
+    usage: Callable[[], float | None]
+    """The share of the cache in use now (1.0 = full); None when not exported. Called every second under load,
+    so it reads the one gauge and parses nothing else (the load client shares this process)."""
+    preemptions: Callable[[MetricsSnapshot, MetricsSnapshot], int | None]
+    """Requests preempted between two scrapes; None when not exported."""
+
+
+@dataclass(frozen=True)
 class Session:
     """A ready server as measuring sees it, whether specselect launched it or attached to it."""
 
@@ -232,6 +247,8 @@ class Session:
     declared_peak_memory_mb: float | None = None
     traffic: TrafficGuard | None = None
     sleep: Callable[[float], None] = field(default=time.sleep)
+    kv: KvReader | None = None
+    """The server's KV cache (None for an endpoint specselect does not own)."""
 
 
 class ServingHandle(Protocol):

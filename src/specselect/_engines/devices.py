@@ -14,26 +14,33 @@ environment.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import re
 import shutil
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from types import TracebackType
 from typing import Any, Literal, NamedTuple
+
+import psutil
 
 from specselect._engines.base import Finding
 from specselect._plan import Plan
 from specselect.records.capabilities import DeviceInfo, EngineCapabilities
+from specselect.records.capacity import DeviceLoad, ForeignProcess
 from specselect.records.doctor import DeviceUsage, GpuDevice, GpuProcess
 
 __all__ = [
     "VISIBLE_VAR",
     "DeviceScan",
+    "DeviceWatch",
     "Visible",
     "device_findings",
     "group_budget_mb",
     "group_visible",
+    "own_processes",
     "parse_nvidia_smi",
     "read_device_usage",
     "scan_devices",
@@ -339,3 +346,100 @@ def device_findings(plan: Plan, caps: EngineCapabilities) -> list[Finding]:
             )
         )
     return found
+
+
+def own_processes(root_pid: int | None) -> set[int]:
+    """specselect's own process and the server's process tree (what may use a launch's devices)."""
+    pids = {os.getpid()}
+    if root_pid is None:
+        return pids
+    pids.add(root_pid)
+    with contextlib.suppress(psutil.Error):  # the server is gone; the scenario's own checks say so
+        pids.update(child.pid for child in psutil.Process(root_pid).children(recursive=True))
+    return pids
+
+
+def _process_name(pid: int) -> str | None:
+    try:
+        return psutil.Process(pid).name()
+    except psutil.Error:
+        return None
+
+
+class DeviceWatch:
+    """What a launch's devices run besides its server: each call reads the processes and utilisation of every
+    device through NVML; `result` holds what was seen. A context manager (NVML open while it runs).
+
+    A pid NVML lists that is neither in `own()` nor a process of this host's pid namespace cannot be told apart
+    (a container without the host's pids sees other numbers than NVML's): it is not called foreign, and
+    `problem` says so.
+    """
+
+    def __init__(self, devices: Sequence[str], own: Callable[[], set[int]]) -> None:
+        self._devices = tuple(devices)
+        self._own = own
+        self._nvml: Any = None
+        self._handles: dict[str, Any] = {}
+        self._foreign: dict[tuple[int, str], ForeignProcess] = {}
+        self._utilization: float | None = None
+        self._samples = 0
+        self._problem: str | None = None
+
+    def __enter__(self) -> DeviceWatch:
+        try:
+            self._nvml = importlib.import_module("pynvml")
+            self._nvml.nvmlInit()
+            for device in self._devices:
+                by_index = device.isdigit()
+                open_ = self._nvml.nvmlDeviceGetHandleByIndex if by_index else self._nvml.nvmlDeviceGetHandleByUUID
+                self._handles[device] = open_(int(device) if by_index else device)
+        except Exception as exc:  # no bindings, no driver, a device gone: the launch is then not vouched for
+            self._problem = f"NVML could not read the devices: {exc}"
+            self._handles = {}
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._nvml is not None and self._problem is None:
+            self._nvml.nvmlShutdown()
+
+    def _utilization_of(self, handle: Any) -> float | None:
+        try:
+            return float(self._nvml.nvmlDeviceGetUtilizationRates(handle).gpu)
+        except (self._nvml.NVMLError, AttributeError):
+            return None  # MIG instances report none
+
+    def __call__(self) -> None:
+        if not self._handles:
+            return
+        own = self._own()
+        for device, handle in self._handles.items():
+            for proc in _processes(self._nvml, handle, {}):
+                if proc.pid in own:
+                    continue
+                if not psutil.pid_exists(proc.pid):
+                    self._problem = (
+                        f"NVML lists pid {proc.pid} on {device}, which this host's processes do not include "
+                        "(another pid namespace): other processes cannot be told from the server's"
+                    )
+                    continue
+                key = (proc.pid, device)
+                if key not in self._foreign:
+                    name = _process_name(proc.pid)
+                    self._foreign[key] = ForeignProcess(pid=proc.pid, device=device, name=name, used_mb=proc.used_mb)
+            used = self._utilization_of(handle)
+            if used is not None:
+                self._utilization = used if self._utilization is None else max(self._utilization, used)
+        self._samples += 1
+
+    @property
+    def result(self) -> DeviceLoad:
+        """What the devices ran besides the server so far."""
+        return DeviceLoad(
+            devices=self._devices,
+            samples=self._samples,
+            foreign=tuple(self._foreign.values()),
+            max_utilization_pct=self._utilization,
+            problem=self._problem,
+        )

@@ -23,6 +23,7 @@ from specselect._engines.base import (
     Finding,
     GroupContext,
     GroupIdentity,
+    KvReader,
     LaunchSpec,
     RunningServer,
     ServeOptions,
@@ -36,6 +37,7 @@ from specselect._plan import Candidate, Plan
 from specselect.errors import ConfigError
 from specselect.records.assets import ResolvedModel
 from specselect.records.capabilities import DeviceInfo, EngineCapabilities
+from specselect.records.capacity import KvCapacity
 from specselect.records.server import ReleaseCheck, SanityResult, ServeFlags
 from specselect.records.telemetry import RequestSpecMetrics, SpecDecodeCounters
 
@@ -62,6 +64,7 @@ __all__ = [
 SCHEDULE_CONTROLLER = "batch_size_schedule"
 """The runtime controller a schedule candidate (`schedule_of`) runs on (`RuntimeController.name`)."""
 
+_CAPACITY_LOG_LINES = 5000
 DEPLOY_PORT = 8000
 """The port the hand-off's serve flags name when the plan let specselect pick a free one."""
 
@@ -73,6 +76,9 @@ class ServerReader(Protocol):
     def spec_counters(self, before: MetricsSnapshot, after: MetricsSnapshot, model_name: str) -> SpecDecodeCounters: ...
     def request_spec_metrics(self, extras: Mapping[str, Any]) -> RequestSpecMetrics | None: ...
     def sanity(self, server: RunningServer) -> SanityResult: ...
+    def kv_capacity(self, server: RunningServer, log_text: str | None) -> KvCapacity | None: ...
+    def kv_usage(self, server: RunningServer) -> float | None: ...
+    def preemptions(self, before: MetricsSnapshot, after: MetricsSnapshot, model_name: str) -> int | None: ...
 
 
 def served_model_name(target_ref: str) -> str:
@@ -192,6 +198,12 @@ class LaunchedServing:
             server=server,
             pid=server.pid,
             devices=self._devices,
+            kv=KvReader(
+                # The size line comes before readiness, within the first few hundred lines of the log.
+                capacity=lambda: reader.kv_capacity(server, self._proc.log_tail(_CAPACITY_LOG_LINES)),
+                usage=lambda: reader.kv_usage(server),
+                preemptions=lambda before, after: reader.preemptions(before, after, server.served_model),
+            ),
         )
 
     def __exit__(

@@ -22,6 +22,7 @@ __all__ = [
     "counter_delta",
     "counter_deltas",
     "counter_total",
+    "parse_metrics_named",
     "parse_prometheus",
 ]
 
@@ -55,6 +56,12 @@ class MetricsSnapshot(BaseModel):
     def names(self) -> frozenset[str]:
         """Every sample name present."""
         return frozenset(s.name for s in self.samples)
+
+
+def parse_metrics_named(text: str, names: tuple[str, ...]) -> MetricsSnapshot:
+    """Only the samples of the metrics `names` (their lines alone are parsed: cheap enough to call every second)."""
+    prefixes = tuple(f"{n}{{" for n in names) + tuple(f"{n} " for n in names)
+    return parse_prometheus("\n".join(line for line in text.splitlines() if line.startswith(prefixes)))
 
 
 def parse_prometheus(text: str) -> MetricsSnapshot:

@@ -17,6 +17,7 @@ from pydantic import (
 
 from specselect._common.canonical import canonical_json, canonical_sha256
 from specselect._plan.candidates import Candidate, block_of_error
+from specselect._plan.capacity import CapacityConfig
 from specselect._plan.cluster import ClusterConfig
 from specselect._plan.expand import declared_index, validate_candidates
 from specselect._plan.overrides import effective_target
@@ -72,6 +73,11 @@ class Plan(PlanSection):
         default_factory=AssetsConfig,
         description="whether preflight may fetch hub models the local cache lacks (default: never downloads)",
     )
+    capacity: CapacityConfig = Field(
+        default_factory=CapacityConfig,
+        description="what the deployment's KV cache must hold (required concurrency at a request length, the "
+        "largest capacity loss): a candidate that cannot is rejected",
+    )
 
     @model_serializer(mode="wrap")
     def _omit_unused_tables(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -83,6 +89,8 @@ class Plan(PlanSection):
             data.pop("cluster", None)
         if self.assets == AssetsConfig():
             data.pop("assets", None)
+        if self.capacity == CapacityConfig():
+            data.pop("capacity", None)
         return data
 
     @field_validator("schema_version", mode="before")
@@ -109,6 +117,17 @@ class Plan(PlanSection):
         return validate_candidates(
             value, handler, engine_kind=engine.kind if isinstance(engine, EngineConfig) else None
         )
+
+    @model_validator(mode="after")
+    def _capacity_length(self) -> Plan:
+        cap = self.capacity
+        if cap.required_concurrency is not None and cap.request_tokens is None and self.target.max_model_len is None:
+            raise rule_error(
+                "required_concurrency needs a request length, and [target] max_model_len is not set either",
+                "add capacity.request_tokens = N (prompt + output tokens per request)",
+                field=("capacity", "request_tokens"),
+            )
+        return self
 
     @model_validator(mode="after")
     def _tracks(self) -> Plan:

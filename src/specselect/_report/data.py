@@ -14,7 +14,7 @@ from pathlib import Path
 from specselect._artifacts.layout import RunLayout
 from specselect._artifacts.store import RunDocuments, load_records, load_run
 from specselect._measure.metrics import e2e_ms, tpot_ms, ttft_ms
-from specselect._report.trust import trust_lines
+from specselect._report.trust import capacity_lines, trust_lines
 from specselect.errors import ResultsError
 from specselect.records.evidence.result import ScenarioEvidence
 from specselect.records.group import GroupResult
@@ -104,4 +104,5 @@ def load_report_data(results_dir: Path) -> ReportData:
     for group in run.groups:
         latencies.update(_latencies(layout, group, notes))
     notes.extend(trust_lines(run.evidence, run.manifest.sequential_stop))
+    notes.extend(capacity_lines(run.evidence))
     return ReportData(**{**vars(run), "notes": tuple(notes)}, latencies=latencies)

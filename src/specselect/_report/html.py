@@ -13,6 +13,7 @@ import urllib.parse
 from collections.abc import Callable, Iterable, Sequence
 
 from specselect._core.gates import AdmissionResult
+from specselect._report.capacity_tables import CAPACITY_LEAD, capacity_spec
 from specselect._report.console import estimand_lines
 from specselect._report.data import ReportData
 from specselect._report.evidence_tables import controls_spec, distribution_spec, prediction_spec, rounds_spec
@@ -278,6 +279,13 @@ _CERTAINTY_TABLES = (
 )
 
 
+def _capacity(data: ReportData) -> str:
+    spec = capacity_spec(data.evidence)
+    if spec is None:
+        return ""
+    return _section("capacity", "What it costs in KV cache", _table(spec), CAPACITY_LEAD)
+
+
 def _certainty(data: ReportData) -> str:
     parts = []
     for title, spec_of, lead in _CERTAINTY_TABLES:
@@ -384,6 +392,7 @@ def render_html(data: ReportData, *, link_base: str = "") -> str:
         _notes(data.notes),
         _decisions(data),
         _verdicts(data),
+        _capacity(data),
         _segments(data),
         _sweeps(data),
         _certainty(data),

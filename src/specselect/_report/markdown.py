@@ -7,6 +7,7 @@ from __future__ import annotations
 import html
 import re
 
+from specselect._report.capacity_tables import CAPACITY_LEAD, capacity_spec
 from specselect._report.console import estimand_lines
 from specselect._report.data import ReportData
 from specselect._report.evidence_tables import controls_spec, distribution_spec, prediction_spec, rounds_spec
@@ -124,6 +125,13 @@ def _certainty(data: ReportData) -> list[str]:
     return ["", "## How sure", *out] if out else []
 
 
+def _capacity(data: ReportData) -> list[str]:
+    spec = capacity_spec(data.evidence)
+    if spec is None:
+        return []
+    return ["", "## What it costs in KV cache", "", md_text(CAPACITY_LEAD), "", md_table(spec)]
+
+
 def render_markdown(data: ReportData) -> str:
     """The Markdown summary of one run."""
     m = data.manifest
@@ -158,6 +166,7 @@ def render_markdown(data: ReportData) -> str:
             f"- **{md_text(v.candidate)}** ({md_text(v.family)}, {md_text(v.run_status)}: {md_text(v.reason)}): "
             f"{md_text(v.verdict)}{hint}"
         )
+    out.extend(_capacity(data))
     out.extend(_segments(data))
     out.extend(_sweeps(data))
     out.extend(_certainty(data))

@@ -1,12 +1,14 @@
 """What a run's closing lines must say before any decision is read: which pairs rest on less than the plan
-measured -- rounds a busy host or foreign traffic took out, pairs with no trusted round, rounds left out for the
-time budget, a drift -- and what to do about each. Read from the results only."""
+measured -- rounds a busy host, a busy device or foreign traffic took out, pairs with no trusted round, rounds
+left out for the time budget, a drift -- and what to do about each; and what each candidate costs the KV cache,
+with the preemptions where it ran out (`capacity_lines`). Read from the results only."""
 
 from __future__ import annotations
 
+from specselect.records.evidence.capacity import CapacityCost
 from specselect.records.results import EvidenceFile
 
-__all__ = ["trust_lines"]
+__all__ = ["capacity_lines", "trust_lines"]
 
 _QUIET = "measure again while nothing else runs on the machine (`specselect run PLAN --label NEW`)"
 
@@ -28,6 +30,52 @@ def _pair_lines(evidence: EvidenceFile) -> list[str]:
                 "it is not one number on this machine; look at the rounds in the report"
             )
     return out
+
+
+def _preemption_lines(evidence: EvidenceFile) -> list[str]:
+    """A line per candidate and scenario where its engine preempted requests: the KV cache, not the mechanism's
+    speed, is what limited it there."""
+    out = []
+    for cost in evidence.capacity:
+        for scenario, count in cost.preemptions.items():
+            base = cost.baseline_preemptions.get(scenario, 0)
+            peak = cost.peak_kv_usage.get(scenario)
+            full = f", KV cache at {peak:.0%} at its peak" if peak is not None else ""
+            out.append(
+                f"{cost.candidate} {scenario}: the engine preempted {count} request{'s' * (count != 1)} "
+                f"({cost.baseline}: {base}){full}: at this concurrency its KV cache ({_tokens(cost.candidate_tokens)} "
+                "tokens) is what limits it; compare at a lower concurrency or give the server more KV cache"
+            )
+    return out
+
+
+def _cost_line(cost: CapacityCost) -> str | None:
+    if cost.candidate_tokens is None or cost.tokens_lost is None or cost.loss_share is None:
+        return None
+    held = ""
+    if cost.request_tokens is not None and cost.candidate_concurrency is not None:
+        held = (
+            f": {cost.candidate_concurrency:g} requests of {cost.request_tokens:,} tokens at once "
+            f"({cost.baseline}: {cost.baseline_concurrency:g})"
+        )
+    gate = f"; {cost.reason}: {cost.detail}" if cost.reason else ""
+    return (
+        f"{cost.candidate} holds {cost.candidate_tokens:,} KV tokens, {cost.tokens_lost:,} "
+        f"({cost.loss_share:.1%}) fewer than {cost.baseline}{held}{gate}"
+    )
+
+
+def capacity_lines(evidence: EvidenceFile | None) -> list[str]:
+    """What each candidate costs the KV cache against its baseline (a candidate that costs nothing is left out),
+    then where its engine preempted requests: the KV cache, not the mechanism's speed, limited it there."""
+    if evidence is None:
+        return []
+    costs = [_cost_line(c) for c in evidence.capacity if c.tokens_lost or c.reason]
+    return [*(line for line in costs if line is not None), *_preemption_lines(evidence)]
+
+
+def _tokens(value: int | None) -> str:
+    return f"{value:,}" if value is not None else "-"
 
 
 def trust_lines(evidence: EvidenceFile | None, sequential_stop: str | None) -> list[str]:

@@ -19,6 +19,7 @@ from specselect._runner.context import RunContext
 from specselect._runner.paritypass import distribution_test, parity_policy
 from specselect._runner.schedule_candidate import schedule_comparisons
 from specselect.records.assets import ResolvedModel
+from specselect.records.evidence.capacity import CapacityPolicy
 from specselect.records.evidence.prediction import ProposerCost
 from specselect.records.evidence.result import Evidence
 from specselect.records.evidence.rounds import LookSchedule
@@ -88,6 +89,17 @@ def evidence_settings(run: RunContext) -> EvidenceSettings:
         host_foreign_cpu_share_limit=t.max_host_foreign_cpu_share,
         proposer_costs=run.proposer_costs,
         memory_budgets=budgets,
+        capacity=capacity_policy(run.loaded.plan),
+    )
+
+
+def capacity_policy(plan: Plan) -> CapacityPolicy:
+    """The plan's `[capacity]` gate; its request length defaults to the target's max_model_len."""
+    cap = plan.capacity
+    return CapacityPolicy(
+        required_concurrency=cap.required_concurrency,
+        request_tokens=cap.request_tokens or (plan.target.max_model_len if cap.required_concurrency else None),
+        max_kv_loss=cap.max_kv_loss,
     )
 
 

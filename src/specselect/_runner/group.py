@@ -32,9 +32,11 @@ from specselect.errors import (
     ServerTimeoutError,
 )
 from specselect.records.assets import ResolvedModel
+from specselect.records.capacity import KvCapacity, LaunchCapacity
 from specselect.records.evidence.stats import BootstrapPolicy
 from specselect.records.evidence.sweeps import DerivedSchedule
 from specselect.records.group import GroupFacts, GroupLaunch, GroupResult, ParityPassRun, ScenarioRun, ServerLife
+from specselect.records.measurement import RequestRecord
 from specselect.records.server import LaunchRecord, ReleaseCheck, SanityResult
 from specselect.records.workloads import Workload, WorkloadItem
 
@@ -88,6 +90,32 @@ def launch_record(server: RunningServer) -> LaunchRecord:
     )
 
 
+def read_kv_capacity(session: Session) -> KvCapacity | str | None:
+    """The KV cache the server's engine reserved, or why it could not be read; None without a reader."""
+    if session.kv is None:
+        return None
+    try:
+        found = session.kv.capacity()
+    except EngineError as exc:
+        return f"the engine's KV capacity could not be read: {exc.one_line()}"
+    return found if found is not None else "the engine stated no KV-cache size"
+
+
+def launch_capacity(
+    kv: KvCapacity | str | None, records: Sequence[RequestRecord], max_tokens: int
+) -> LaunchCapacity | None:
+    """A launch's KV capacity and the concurrency it holds at its longest request (prompt + `max_tokens`)."""
+    if kv is None:
+        return None
+    if isinstance(kv, str):
+        return LaunchCapacity(problem=kv)
+    prompts = [r.prompt_tokens for r in records if r.prompt_tokens is not None]
+    if not prompts:
+        return LaunchCapacity(kv=kv)
+    longest = max(prompts) + max_tokens
+    return LaunchCapacity(kv=kv, longest_request_tokens=longest, max_concurrency=round(kv.concurrency_at(longest), 2))
+
+
 def launch_label(run: RunConfig, index: int) -> str:
     """`round 2 of 2`, or for a round after the first look `round 4 (after a look, at most 5)`."""
     if index < run.rounds:
@@ -122,6 +150,7 @@ class _Progressed:
     launch: LaunchRecord | None = None
     sanity: SanityResult | None = None
     handle: ServingHandle | None = None
+    capacity: LaunchCapacity | None = None
 
     def stop(self) -> ReleaseCheck | None:
         return self.handle.stop() if self.handle is not None else None
@@ -140,6 +169,7 @@ class _Progressed:
             log_tail=outcome.log_tail,
             started_at=started_at,
             finished_at=_now(),
+            capacity=self.capacity,
         )
 
 
@@ -349,8 +379,21 @@ class _GroupRunner:
             else:
                 self.progress.info(f"measuring {session.base_url} ({session.model}); nothing is started")
             done.sanity = session.sanity
+            kv = read_kv_capacity(session)
             self.measure_all(session, done)
+            done.capacity = launch_capacity(kv, self.launch_records(done), self.plan.sampling.max_tokens)
         return handle.stop()
+
+    def launch_records(self, done: _Progressed) -> list[RequestRecord]:
+        """Every timed request this launch sent (warm-up included)."""
+        records = self.run_ctx.records
+        return [
+            r
+            for run in done.scenarios
+            if run.status == "completed"
+            for r in records.timed(self.job.name, run.scenario)
+            if r.launch == self.index
+        ]
 
     def attempt(self) -> tuple[_Progressed, _Outcome]:
         """Serve and measure; what was measured and the outcome's fields (an engine failure is an outcome).

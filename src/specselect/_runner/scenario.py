@@ -12,15 +12,18 @@ from typing import Literal
 from specselect._artifacts.layout import RunLayout
 from specselect._common.fileio import atomic_write_text, sha256_file
 from specselect._engines.base import Session
+from specselect._engines.devices import DeviceWatch, own_processes
 from specselect._engines.prometheus import MetricsSnapshot
 from specselect._evidence.parity import compare_outputs, has_token_ids, outputs_for_parity
 from specselect._evidence.pipeline import InMemoryRecords, parity_scenario, scenario_name
 from specselect._measure import run_load
 from specselect._measure.hostload import HostLoadMeter
 from specselect._measure.memory import PeakMemorySampler
+from specselect._measure.poller import PeakGauge, Poller
 from specselect._plan import Plan
 from specselect._runner.progress import Progress
 from specselect.errors import EngineError, ServerTimeoutError
+from specselect.records.capacity import DeviceLoad, KvLoad
 from specselect.records.endpoints import TrafficCheck
 from specselect.records.group import ParityPassRun, ScenarioRun
 from specselect.records.host import HostLoad
@@ -52,6 +55,10 @@ SAMPLE_PASS_CONCURRENCY = 8
 """The distribution test's samples are untimed: sent eight at a time, as a server batches them anyway."""
 CRASH_GRACE_S = 3.0
 """After dropped connections, how long to watch the server process before calling it alive."""
+KV_SCRAPE_INTERVAL_S = 1.0
+"""How often the KV-cache gauge is scraped under load: a scrape costs the server little, once a second."""
+DEVICE_READ_INTERVAL_S = 1.0
+"""How often the launch's devices are read for other processes under load."""
 
 
 def _endpoint(session: Session) -> Endpoint:
@@ -128,6 +135,39 @@ def _host_load(session: Session) -> Iterator[Callable[[], HostLoad | None]]:
         yield lambda: meter.result
 
 
+@contextlib.contextmanager
+def _kv_peak(session: Session) -> Iterator[PeakGauge | None]:
+    """The KV cache's peak use over the block (scraped before, every second, and after); None without a reader."""
+    kv = session.kv
+    if kv is None:
+        yield None
+        return
+    gauge = PeakGauge(kv.usage)
+    with Poller(gauge, interval_s=KV_SCRAPE_INTERVAL_S, name="specselect-kv-usage"):
+        yield gauge
+
+
+@contextlib.contextmanager
+def _device_load(session: Session) -> Iterator[Callable[[], DeviceLoad | None]]:
+    """Other processes on the launch's devices, read before the scenario's first request and during it."""
+    if not session.devices:
+        yield lambda: None
+        return
+    watch = DeviceWatch(session.devices, lambda: own_processes(session.pid))
+    with watch, Poller(watch, interval_s=DEVICE_READ_INTERVAL_S, name="specselect-device-watch"):
+        yield lambda: watch.result
+
+
+def _kv_load(
+    session: Session, gauge: PeakGauge | None, before: MetricsSnapshot | None, after: MetricsSnapshot
+) -> KvLoad | None:
+    kv = session.kv
+    if kv is None or gauge is None:
+        return None
+    preempted = kv.preemptions(before, after) if before is not None else None
+    return KvLoad(peak_usage=gauge.peak, preemptions=preempted, samples=gauge.samples)
+
+
 def _check_alive_after(session: Session, records: Sequence[RequestRecord]) -> None:
     """A crash, not a time-out, when the server died under the scenario.
 
@@ -190,12 +230,14 @@ class _Measured:
     telemetry: SpecTelemetry
     memory: PeakMemory | None
     host_load: HostLoad | None
+    kv_load: KvLoad | None = None
+    device_load: DeviceLoad | None = None
 
 
 def _run_timed(session: Session, m: Measuring, spec: ScenarioSpec, items: Sequence[WorkloadItem]) -> _Measured:
     """Send the load while sampling memory and host load; the engine's counters over the measured phase only."""
     snapshots: list[MetricsSnapshot] = []
-    with _memory(session) as peak, _host_load(session) as host:
+    with _memory(session) as peak, _host_load(session) as host, _kv_peak(session) as kv, _device_load(session) as dev:
         result = asyncio.run(
             run_load(
                 _endpoint(session),
@@ -213,10 +255,17 @@ def _run_timed(session: Session, m: Measuring, spec: ScenarioSpec, items: Sequen
         session.spec_counters(snapshots[0], after) if snapshots else None,
         summarize_per_request(r.speculative for r in result.records if not r.warmup and r.ok),
     )
-    return _Measured(result, telemetry, peak(), host())
+    kv_load = _kv_load(session, kv, snapshots[0] if snapshots else None, after)
+    return _Measured(result, telemetry, peak(), host(), kv_load, dev())
 
 
-def _warn_untrusted(m: Measuring, scenario: str, traffic: TrafficCheck | None, load: HostLoad | None) -> None:
+def _warn_untrusted(m: Measuring, scenario: str, traffic: TrafficCheck | None, got: _Measured) -> None:
+    load, devices = got.host_load, got.device_load
+    if devices is not None and devices.busy:
+        m.progress.warn(
+            f"{m.group} {scenario}: device busy: another process shared the server's device ({devices.describe()}): "
+            "these timings are not trusted; measure again on devices nothing else uses"
+        )
     if traffic is not None and traffic.contaminated:
         m.progress.warn(f"{m.group} {scenario}: {traffic.reason}")
     limit = m.plan.thresholds.max_host_foreign_cpu_share
@@ -257,7 +306,7 @@ def measure_scenario(
     got = _run_timed(session, m, spec, workload.items)
     records, summary, telemetry = got.result.records, got.result.summary, got.telemetry
     traffic = session.traffic.after(len(records)) if session.traffic is not None else None
-    _warn_untrusted(m, scen, traffic, got.host_load)
+    _warn_untrusted(m, scen, traffic, got)
     rel, digest = m.save(scen, records)
     acceptance = f"{telemetry.acceptance_rate:.2f}" if telemetry.acceptance_rate is not None else "n/a"
     m.progress.info(
@@ -283,6 +332,8 @@ def measure_scenario(
         traffic=traffic,
         host_load=got.host_load,
         launch=m.launch,
+        kv_load=got.kv_load,
+        device_load=got.device_load,
     )
 
 

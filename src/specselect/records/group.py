@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from specselect._core.gates import AdmissionResult
 from specselect._core.pairing import MemoryFigure
 from specselect._core.status import RunStatus
+from specselect.records.capacity import DeviceLoad, KvLoad, LaunchCapacity
 from specselect.records.document import ResultsDocument
 from specselect.records.endpoints import EndpointProbe, TrafficCheck
 from specselect.records.evidence.sweeps import DerivedSchedule
@@ -58,6 +59,10 @@ class ScenarioRun(BaseModel):
     """A server specselect started: how much CPU time other processes on the host took during the scenario."""
     launch: int = 0
     """The group's server launch that measured it (0 = the first)."""
+    kv_load: KvLoad | None = None
+    """A server specselect started: its KV cache's peak use and preemptions during the scenario."""
+    device_load: DeviceLoad | None = None
+    """A server on GPUs: other processes seen on its devices before and during the scenario."""
 
     @property
     def peak_memory_mb(self) -> float | None:
@@ -120,6 +125,8 @@ class ServerLife(BaseModel):
     finished_at: str | None = None
     node: str | None = None
     """The cluster node that ran this launch (its Ray node id); None: the machine that ran specselect."""
+    capacity: LaunchCapacity | None = None
+    """The KV cache the launch's engine reserved and the concurrency it holds at the longest request served."""
 
     @property
     def complete(self) -> bool:

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict
 
 from specselect.records.document import RESULTS_SCHEMA_VERSION, ResultsDocument
 from specselect.records.evidence.acceptance import AcceptanceSpread
+from specselect.records.evidence.capacity import CapacityCost
 from specselect.records.evidence.mix import MixEstimate, MixRatio
 from specselect.records.evidence.rounds import Estimand
 from specselect.records.evidence.sweeps import DerivedSchedule
@@ -309,6 +310,8 @@ class Handoff(ResultsDocument):
     looks: tuple[int, ...] = ()
     """Rounds completed at each look (`[run] looks`); a candidate with an open pair ran on to the next."""
     controls: tuple[HandoffControl, ...] = ()
+    capacity: tuple[CapacityCost, ...] = ()
+    """Each candidate's KV-cache cost against its baseline (tokens lost, concurrency held, the plan's gate)."""
     """A/A controls per scenario (`[run] aa_control`): whether identical servers stayed unaccepted."""
     sampling: str | None = None
     """The sampling the decisions hold for, and how output quality was judged there."""

@@ -39,6 +39,7 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--speculative-num-steps", type=int, default=None)
     parser.add_argument("--speculative-eagle-topk", type=int, default=None)
     parser.add_argument("--speculative-num-draft-tokens", type=int, default=None)
+    parser.add_argument("--speculative-draft-model-path", default=None)
     parser.add_argument("--fake-old-endpoint", action="store_true")
     parser.add_argument("--fake-expose-counts", action="store_true")
     args, _unknown = parser.parse_known_args()
@@ -67,6 +68,12 @@ class _Served:
             return self._requests
 
 
+FAKE_POOL_TOKENS = 412_160
+"""The KV pool a target-only server reports (`max_total_num_tokens`, as in the recorded answers)."""
+FAKE_DRAFT_TOKENS = 51_520
+"""What a server with a draft model gives up of it (an eighth: the fake's figure, not a measurement)."""
+
+
 def server_info(args: argparse.Namespace, n: int) -> dict[str, object]:
     steps = n * STEPS_PER_REQUEST
     accepted_with_bonus = n * (TOKENS_PER_REQUEST - 1)
@@ -85,6 +92,9 @@ def server_info(args: argparse.Namespace, n: int) -> dict[str, object]:
         "speculative_eagle_topk": args.speculative_eagle_topk,
         "speculative_num_draft_tokens": args.speculative_num_draft_tokens,
         "decode_log_interval": 40,
+        # The KV pool: a draft model's layers take their share of the same memory (SGLang sizes one pool).
+        "max_total_num_tokens": FAKE_POOL_TOKENS - (FAKE_DRAFT_TOKENS if args.speculative_draft_model_path else 0),
+        "context_length": 8192,
         "internal_states": [internal],
         "version": "0.5.4",
     }
@@ -97,6 +107,8 @@ def metrics(args: argparse.Namespace, n: int) -> str:
         f"sglang:num_requests_total{label} {float(n)}",
         "# TYPE sglang:generation_tokens counter",
         f"sglang:generation_tokens_total{label} {float(n * TOKENS_PER_REQUEST)}",
+        "# TYPE sglang:token_usage gauge",
+        f"sglang:token_usage{label} {min(1.0, 0.01 * n)}",
     ]
     if args.speculative_algorithm:
         lines += [

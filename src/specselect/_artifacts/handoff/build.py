@@ -233,6 +233,7 @@ def build_handoff(
         rounds=inputs.plan.run.rounds,
         looks=inputs.plan.run.look_rounds,
         controls=tuple(_control(entry) for entry in evidence.controls),
+        capacity=evidence.capacity,
         mix=mix,
         mix_note=None if mix is not None else NO_TRAFFIC_NOTE,
         groups=_handoff_groups(groups, inputs.serve),

@@ -47,9 +47,10 @@ from specselect._engines.launching import (
     serve_flags_of,
 )
 from specselect._engines.probecommand import command_probe_runner
-from specselect._engines.prometheus import MetricsSnapshot, parse_prometheus
+from specselect._engines.prometheus import MetricsSnapshot, parse_metrics_named, parse_prometheus
 from specselect._engines.server import ServerOptions, ServerProcess
 from specselect._engines.settings import group_settings
+from specselect._engines.sglang import capacity as kv
 from specselect._engines.sglang.gate import backend_gate, sglang_method
 from specselect._engines.sglang.launch import SGLANG_SERVER_MODULE, build_sglang_argv
 from specselect._engines.sglang.probe import probe_sglang
@@ -65,6 +66,7 @@ from specselect._plan import EngineConfig, Plan
 from specselect.errors import ArtifactError, ConfigError, EngineSetupError, ProtocolError
 from specselect.records.assets import ResolvedModel
 from specselect.records.capabilities import SglangCapabilities
+from specselect.records.capacity import KvCapacity
 from specselect.records.proposals import ScheduleRange
 from specselect.records.server import ReleaseCheck, SanityResult, ServeFlags
 from specselect.records.telemetry import RequestSpecMetrics, SpecDecodeCounters, SpecTelemetry
@@ -503,3 +505,15 @@ class SglangEngine:
     def sanity(self, server: RunningServer, timeout_s: float = 120.0) -> SanityResult:
         """The served model is listed by /v1/models and one short chat completion returns text."""
         return sanity_check(server.base_url, server.served_model, api_key=server_api_key(server), timeout_s=timeout_s)
+
+    def kv_capacity(self, server: RunningServer, log_text: str | None) -> KvCapacity | None:
+        """The KV pool `/server_info` reports (`max_total_num_tokens`); the log is not needed."""
+        return kv.kv_capacity(self.snapshot(server))
+
+    def kv_usage(self, server: RunningServer) -> float | None:
+        """The share of the KV pool in use now (`sglang:token_usage` alone is parsed)."""
+        return kv.kv_usage(parse_metrics_named(self.scrape_metrics(server), (kv.TOKEN_USAGE,)))
+
+    def preemptions(self, before: MetricsSnapshot, after: MetricsSnapshot, model_name: str) -> int | None:
+        """None: SGLang exports no preemption counter."""
+        return None

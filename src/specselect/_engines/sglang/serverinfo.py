@@ -50,6 +50,10 @@ class ServerInfoReading(BaseModel):
     num_draft_tokens: int | None = None
     decode_log_interval: int | None = None
     states: tuple[ServerInfoState, ...] = ()
+    max_total_num_tokens: int | None = None
+    """The KV pool's size in tokens (SGLang's own capacity figure)."""
+    context_length: int | None = None
+    page_size: int | None = None
 
     @property
     def proposals_per_step(self) -> int | None:
@@ -122,6 +126,9 @@ def parse_server_info(answer: Any, *, location: str = "/server_info") -> ServerI
         num_draft_tokens=_int_arg(args, "speculative_num_draft_tokens", location),
         decode_log_interval=_int_arg(args, "decode_log_interval", location),
         states=tuple(states),
+        max_total_num_tokens=_int_arg(args, "max_total_num_tokens", location),
+        context_length=_int_arg(args, "context_length", location),
+        page_size=_int_arg(args, "page_size", location),
     )
 
 

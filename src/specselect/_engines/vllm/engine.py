@@ -45,9 +45,10 @@ from specselect._engines.launching import (
     serve_flags_of,
 )
 from specselect._engines.probecommand import command_probe_runner
-from specselect._engines.prometheus import MetricsSnapshot, parse_prometheus
+from specselect._engines.prometheus import MetricsSnapshot, parse_metrics_named, parse_prometheus
 from specselect._engines.server import ServerProcess
 from specselect._engines.settings import EngineSettings, group_settings
+from specselect._engines.vllm import capacity as kv
 from specselect._engines.vllm.controllers import BATCH_SCHEDULE_KEY
 from specselect._engines.vllm.envsetup import EngineEnv, engine_env_from_python, ensure_managed_vllm_env
 from specselect._engines.vllm.gate import backend_gate, engine_config_keys, options_gate, vllm_method
@@ -61,6 +62,7 @@ from specselect._plan import EngineConfig, Plan
 from specselect.errors import ConfigError, EngineSetupError, ProtocolError
 from specselect.records.assets import ResolvedModel
 from specselect.records.capabilities import EngineCapabilities, VllmCapabilities
+from specselect.records.capacity import KvCapacity
 from specselect.records.proposals import ScheduleRange
 from specselect.records.server import SanityResult, ServeFlags
 from specselect.records.telemetry import RequestSpecMetrics, SpecDecodeCounters
@@ -411,6 +413,18 @@ class VllmEngine:
     def sanity(self, server: RunningServer, timeout_s: float = 120.0) -> SanityResult:
         """The served model is listed by /v1/models and one short chat completion returns text."""
         return sanity_check(server.base_url, server.served_model, api_key=server_api_key(server), timeout_s=timeout_s)
+
+    def kv_capacity(self, server: RunningServer, log_text: str | None) -> KvCapacity | None:
+        """The KV cache the start-up log states, with the blocks of `cache_config_info`."""
+        return kv.kv_capacity(log_text, self.snapshot(server))
+
+    def kv_usage(self, server: RunningServer) -> float | None:
+        """The share of the KV cache in use now (the usage gauge alone is parsed)."""
+        return kv.kv_usage(parse_metrics_named(self.scrape_metrics(server), kv.KV_USAGE_GAUGES))
+
+    def preemptions(self, before: MetricsSnapshot, after: MetricsSnapshot, model_name: str) -> int | None:
+        """Requests preempted between two scrapes."""
+        return kv.preemptions(before, after, model_name)
 
 
 def _server_env_names(spec: LaunchSpec) -> list[str]:

@@ -26,6 +26,7 @@ from specselect._core.pairing import PairEvidence, build_pair_evidence
 from specselect._core.status import RunStatus
 from specselect._evidence.categories import category_breakdown
 from specselect._evidence.parity import Output, has_token_ids, outputs_for_parity, pass_logprobs, scenario_parity
+from specselect._evidence.pipeline.capacity import capacity_costs, costs_by_candidate, gate_decision
 from specselect._evidence.pipeline.inputs import MeasuredGroup, RecordSource, ScenarioKey, group_track
 from specselect._evidence.pipeline.launches import SideLaunches, side_launches
 from specselect._evidence.pipeline.rounds import LookAnalysis, PairEstimates, PairRounds, analyse_look, decide_pair
@@ -38,6 +39,7 @@ from specselect._evidence.sampled_parity import sampled_parity, samples_from_rec
 from specselect._evidence.samples import Pairing, RequestKey, pair_launches
 from specselect._evidence.segments import input_length_segments
 from specselect._evidence.stats import paired_stats, rate_for_basis
+from specselect.records.evidence.capacity import CapacityPolicy
 from specselect.records.evidence.categories import CategoryBreakdown
 from specselect.records.evidence.parity import ParityPolicy, ScenarioParity
 from specselect.records.evidence.prediction import ProposerCost, SpeedupPrediction
@@ -70,6 +72,8 @@ class EvidenceSettings:
     memory_budgets: Mapping[str, float] = field(default_factory=dict)
     """Candidate -> the memory budget its decision compares with, where the plan sets none: the devices its own
     server uses (a candidate on a MIG instance has the instance's, not the card's)."""
+    capacity: CapacityPolicy = field(default_factory=CapacityPolicy)
+    """The plan's capacity gate (none by default: the cost is stated, nothing is refused for it)."""
 
     def thresholds_for(self, candidate: str) -> Thresholds:
         """The thresholds one candidate's decision applies (`thresholds` with its own memory budget, if any)."""
@@ -487,12 +491,19 @@ def build_evidence(
         done.get(f"{group.group}/{key.name}") or _unmeasured(baselines.get(group_track(group)), group, key, settings)
         for group, key in slots
     )
+    costs = capacity_costs(groups, settings.capacity)
+    by_candidate = costs_by_candidate(costs)
+    entries = tuple(
+        e.model_copy(update={"decision": gate_decision(e.decision, by_candidate.get(e.candidate))}) for e in entries
+    )
     controls = {g.group for g in groups if g.role == "control"}
     evidence = _evidence(groups, entries, analyses, settings, all(m.pair.tokens for m in measured))
     evidence = evidence.model_copy(
         update={
             "entries": tuple(e for e in entries if e.candidate not in controls),
             "controls": tuple(e for e in entries if e.candidate in controls),
+            "capacity": costs,
+            "capacity_policy": settings.capacity if costs else None,
         }
     )
     return evidence.model_copy(update={"plan": _plan(evidence, measured, settings)})

@@ -13,6 +13,7 @@ from typing import Literal, Protocol
 
 from specselect._core.pairing import MemoryFigure
 from specselect._core.status import RunStatus
+from specselect.records.capacity import DeviceLoad, KvLoad, LaunchCapacity
 from specselect.records.endpoints import TrafficCheck
 from specselect.records.host import HostLoad
 from specselect.records.measurement import RequestRecord, ScenarioSummary
@@ -95,6 +96,10 @@ class MeasuredScenario(Protocol):
     def host_load(self) -> HostLoad | None: ...
     @property
     def launch(self) -> int: ...
+    @property
+    def device_load(self) -> DeviceLoad | None: ...
+    @property
+    def kv_load(self) -> KvLoad | None: ...
 
 
 class MeasuredGroup(Protocol):
@@ -116,6 +121,11 @@ class MeasuredGroup(Protocol):
     def target_snapshot(self) -> str: ...
     @property
     def proposal_length(self) -> int | None: ...
+    @property
+    def capacity(self) -> LaunchCapacity | None:
+        """The first launch's KV capacity."""
+        ...
+
     @property
     def scenarios(self) -> Sequence[MeasuredScenario]:
         """The first launch's scenarios."""

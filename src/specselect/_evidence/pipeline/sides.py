@@ -100,14 +100,19 @@ def _summary_figures(run: MeasuredScenario | None) -> dict[str, float | str | No
 
 
 def excluded_rounds(sides: Sequence[tuple[str, MeasuredScenario]], host_limit: float | None) -> dict[int, str]:
-    """Round -> why its measurements are not trusted: foreign traffic on an endpoint, or a busy host, on either
-    side's launch of that round (the first reason found per round)."""
+    """Round -> why its measurements are not trusted: foreign traffic on an endpoint, another process on the
+    server's device, or a busy host, on either side's launch of that round (the first reason found per round)."""
     out: dict[int, str] = {}
     for role, run in sides:
         where = f"{run.scenario} (round {run.launch + 1})"
         reason = None
         if run.traffic is not None and run.traffic.contaminated:
             reason = f"{role}: {run.traffic.reason} during {where}"
+        devices = run.device_load
+        if reason is None and devices is not None and devices.busy:
+            reason = (
+                f"{role}: device busy: another process shared the server's device ({devices.describe()}) during {where}"
+            )
         load = run.host_load
         if reason is None and load is not None and host_limit is not None and load.foreign_share > host_limit:
             reason = (

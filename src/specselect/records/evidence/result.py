@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict
 
 from specselect._core.decision import DecisionResult, Thresholds
 from specselect._core.pairing import PairEvidence
+from specselect.records.evidence.capacity import CapacityCost, CapacityPolicy
 from specselect.records.evidence.categories import CategoryBreakdown
 from specselect.records.evidence.parity import ScenarioParity
 from specselect.records.evidence.prediction import SpeedupPrediction
@@ -134,3 +135,7 @@ class Evidence(BaseModel):
     """The looks the evidence was decided at (rounds used, level)."""
     plan: RoundsPlan | None = None
     """The rule at the last look: every pair's state and why no more rounds ran."""
+    capacity: tuple[CapacityCost, ...] = ()
+    """Each candidate's KV-cache cost against its baseline (empty when no engine reported its KV cache)."""
+    capacity_policy: CapacityPolicy | None = None
+    """The capacity gate applied (and its rule), when there were costs to state."""
