@@ -248,7 +248,7 @@ def measure_scenario(
     """
     run = m.plan.run
     scen = scenario_name(workload_name, concurrency, temperature)
-    timed = {"concurrency": concurrency, "load": _load_shape(m.plan), "warmup": run.warmup_requests}
+    timed = {"concurrency": concurrency, "load": _load_shape(m.plan), "warmup": run.warmup_at(concurrency)}
     # Launch j continues the passes of the launches before it, so (item, repeat) names one request of the group.
     passes = {"repeats": run.repeats, "first_repeat": m.launch * run.repeats, "launch": m.launch}
     spec = _spec(m.plan, scen, scope=m.group, temperature=temperature).model_copy(update={**timed, **passes})
