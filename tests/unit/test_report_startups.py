@@ -17,6 +17,7 @@ SPLIT = StartupSplit(
     total_s=31.0,
     process_and_imports_s=19.5,
     weight_load_s=2.1,
+    init_s=0.8,
     profile_and_kv_s=0.8,
     compile_and_graphs_s=0.0,
     ready_s=8.6,
@@ -46,7 +47,7 @@ def test_every_split_launch_is_a_row_and_older_results_have_no_table(tmp_path: P
     spec = startups_spec(_with_startups(data))
     assert spec is not None
     rows = {row[0]: row for row in spec.rows}
-    assert rows["g0_target_only"][2:] == ("31.0", "19.5", "2.1", "0.8", "0.0", "8.6", "off", "libiomp5.so")
+    assert rows["g0_target_only"][2:] == ("31.0", "19.5", "2.1", "0.8", "0.8", "0.0", "8.6", "off", "libiomp5.so")
 
 
 def test_the_engines_warning_is_named_once_with_the_launches_that_logged_it(tmp_path: Path) -> None:

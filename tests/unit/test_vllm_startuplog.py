@@ -72,6 +72,15 @@ def test_a_later_start_of_the_configuration_reads_as_a_cache_hit() -> None:
     assert split.compile_and_graphs_s == 13.3
 
 
+def test_a_compile_the_engine_does_not_time_is_left_inside_its_initialisation() -> None:
+    # vLLM 0.32 on CPU without --enforce-eager traces once with Inductor and states no compile time.
+    log = EAGER.replace("Enforce eager set", "Compile settings").replace("took 0.80 s", "took 95.00 s")
+    split = startup_split(log, started_at=SPAWN, ready_at=SPAWN + 125.0)
+    assert split.init_s == 95.0
+    assert split.compile_and_graphs_s is None and split.profile_and_kv_s is None
+    assert split.compile_cache == "unknown"
+
+
 def test_a_log_without_the_engines_lines_gives_only_the_total() -> None:
     split = startup_split("Traceback (most recent call last):\n", started_at=SPAWN, ready_at=SPAWN + 3.0)
     assert split.total_s == 3.0

@@ -31,10 +31,14 @@ class StartupSplit(BaseModel):
     """Spawn to the engine's first step of loading the model: interpreter, imports, configuration."""
     weight_load_s: float | None = None
     """Loading the target's (and a drafter's) weights, up to the engine's initialisation of its caches."""
+    init_s: float | None = None
+    """The engine's own initialisation after loading (profiling, KV allocation, compile, capture, warm-up), as it
+    states it: `profile_and_kv_s` + `compile_and_graphs_s` when it says how long compiling took."""
     profile_and_kv_s: float | None = None
     """Memory profiling and allocating the KV cache (the engine's initialisation less compile and capture)."""
     compile_and_graphs_s: float | None = None
-    """torch.compile and CUDA-graph capture, as the engine states them; 0 when it compiled nothing."""
+    """torch.compile and CUDA-graph capture, as the engine states them; 0 when it compiled nothing; None when it
+    compiled without saying for how long (vLLM 0.32 on CPU traces once with Inductor and states no compile time)."""
     ready_s: float | None = None
     """The engine initialised to the first healthy answer: the API server's own start and readiness polling."""
     compile_cache: CompileCache = "unknown"

@@ -101,16 +101,18 @@ def startup_split(text: str, *, started_at: float, ready_at: float, cache_key: s
         return split.model_copy(update={"process_and_imports_s": _seconds(process)})
     line, match = init
     init_s = float(match["s"])
-    capture = sum(float(m["s"]) for ln in lines if (m := _CAPTURE.search(ln.message)))
-    compiled = min(float(match["c"] or 0.0) + capture, init_s)
+    captures = [float(m["s"]) for ln in lines if (m := _CAPTURE.search(ln.message))]
+    stated = match["c"] is not None or bool(captures) or cache == "off"
+    compiled = min(float(match["c"] or 0.0) + sum(captures), init_s) if stated else None
     weights = max(line.at - init_s - load.at, 0.0)
     ready = total - process - weights - init_s
     return split.model_copy(
         update={
             "process_and_imports_s": _seconds(process),
             "weight_load_s": _seconds(weights),
-            "profile_and_kv_s": _seconds(init_s - compiled),
-            "compile_and_graphs_s": _seconds(compiled),
+            "init_s": _seconds(init_s),
+            "profile_and_kv_s": _seconds(init_s - compiled) if compiled is not None else None,
+            "compile_and_graphs_s": _seconds(compiled) if compiled is not None else None,
             "ready_s": _seconds(ready),
         }
     )
