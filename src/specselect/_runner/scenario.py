@@ -192,6 +192,19 @@ class _Measured:
     host_load: HostLoad | None
 
 
+def _snapshot_after_warmup(session: Session, snapshots: list[MetricsSnapshot]) -> None:
+    """The engine's counters before the measured phase. A server that died under the warm-up (c requests at once)
+    does not answer them: that is its crash, not an unreadable answer, once the OS reports its exit."""
+    try:
+        snapshots.append(session.snapshot())
+    except EngineError:
+        deadline = time.monotonic() + CRASH_GRACE_S
+        while time.monotonic() < deadline:
+            session.check_alive()
+            session.sleep(0.1)
+        raise
+
+
 def _run_timed(session: Session, m: Measuring, spec: ScenarioSpec, items: Sequence[WorkloadItem]) -> _Measured:
     """Send the load while sampling memory and host load; the engine's counters over the measured phase only."""
     snapshots: list[MetricsSnapshot] = []
@@ -202,7 +215,7 @@ def _run_timed(session: Session, m: Measuring, spec: ScenarioSpec, items: Sequen
                 items,
                 spec,
                 progress=m.progress.info,
-                before_measured=lambda: snapshots.append(session.snapshot()),
+                before_measured=lambda: _snapshot_after_warmup(session, snapshots),
                 read_spec_metrics=session.request_spec_metrics,
             )
         )
