@@ -133,6 +133,7 @@ def summary(launches: list[Launch]) -> dict[str, dict[str, float | None]]:
         cand = {x.round: x.decode_tok_s for x in mine if x.group == "ngram"}
         out[config] = {
             "baseline_tok_s": median(base.values()),
+            "ngram_tok_s": median(cand.values()),
             "speedup": median(ratio(cand[r], base.get(r)) for r in cand),
             "startup_s": median(x.startup_s for x in mine),
         }
@@ -140,14 +141,21 @@ def summary(launches: list[Launch]) -> dict[str, dict[str, float | None]]:
 
 
 def verdict(figures: dict[str, dict[str, float | None]]) -> tuple[bool | None, str]:
-    """Whether the preload should be the default: yes unless it measures worse than `TOLERANCE` on either count."""
-    base = ratio(figures["preloaded"]["baseline_tok_s"], figures["plain"]["baseline_tok_s"])
-    gain = ratio(figures["preloaded"]["speedup"], figures["plain"]["speedup"])
-    if base is None or gain is None:
+    """Whether the preload should be the default: it is what the engine's documentation tells its CPU users to run,
+    so yes unless it serves slower (baseline or n-gram tokens/s worse than `TOLERANCE`). The speedup it measures is
+    then the one users get, whichever way it moved: the line states it, for the README's figures."""
+    pre, plain = figures["preloaded"], figures["plain"]
+    base = ratio(pre["baseline_tok_s"], plain["baseline_tok_s"])
+    served = ratio(pre["ngram_tok_s"], plain["ngram_tok_s"])
+    gain = ratio(pre["speedup"], plain["speedup"])
+    if base is None or served is None or gain is None:
         return None, "not measured: keep PRELOAD_BY_DEFAULT as it is"
-    keep = base >= 1 - TOLERANCE and gain >= 1 - TOLERANCE
+    keep = base >= 1 - TOLERANCE and served >= 1 - TOLERANCE
     setting = "PRELOAD_BY_DEFAULT = True" if keep else "PRELOAD_BY_DEFAULT = False"
-    return keep, f"baseline x{base:.3f}, n-gram speedup x{gain:.3f} preloaded / plain: set {setting}"
+    return keep, (
+        f"preloaded / plain: baseline tok/s x{base:.3f}, n-gram tok/s x{served:.3f}, n-gram speedup x{gain:.3f} "
+        f"({plain['speedup']:.2f}x -> {pre['speedup']:.2f}x): set {setting}"
+    )
 
 
 def tables(report: Report, launches: list[Launch], figures: dict[str, dict[str, float | None]]) -> None:
@@ -160,6 +168,7 @@ def tables(report: Report, launches: list[Launch], figures: dict[str, dict[str, 
             [name, fmt(plain[key], spec), fmt(pre[key], spec), fmt(ratio(pre[key], plain[key]), ".3f", "x")]
             for name, key, spec in (
                 ("baseline decode tok/s (pooled)", "baseline_tok_s", ".2f"),
+                ("n-gram decode tok/s (pooled)", "ngram_tok_s", ".2f"),
                 ("n-gram speedup (same round)", "speedup", ".3f"),
                 ("start-up s", "startup_s", ".1f"),
             )
@@ -215,7 +224,8 @@ def main() -> int:
     report.text(f"Preload: `LD_PRELOAD={preload}` on the server only. Verdict: {line}.")
     print(line)
     if args.write_results:
-        spec = _spec(engine_setup(args.python, args.model), Path("work"), "preloaded", "ngram", 0, preload, ngram)
+        setup = engine_setup(args.python, args.model)
+        spec = _spec(setup, Path("work"), "preloaded", "ngram", 0, preload, ngram)
         record = clock.record(
             "bench_cpu_runtime",
             "The CPU engine as its documentation says (tcmalloc + Intel OpenMP preloaded vs not)",
@@ -225,10 +235,13 @@ def main() -> int:
                 f"**n-gram:** k={setting.k}, prompt lookup {setting.lookup} ({setting.source}).",
                 f"**Servers:** {describe_launch(spec)}",
             ),
+            engine_version=setup.engine_version,
+            model=setup.model_ref,
+            model_snapshot=setup.snapshot,
             figures={f"{c}_{k}": v for c, values in figures.items() for k, v in values.items()},
             targets=(
                 TargetCheck(
-                    target="the preloaded runtime is no worse than plain by more than 3 % (baseline and speedup)",
+                    target="the preloaded runtime serves no slower than plain, by more than 3 % (baseline, n-gram)",
                     result=line,
                     met=keep,
                 ),

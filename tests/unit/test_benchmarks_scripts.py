@@ -351,5 +351,8 @@ def test_cpu_runtime_pairs_speedups_by_round_and_keeps_the_preload_unless_it_mea
     slower = mod.summary(launches(9.0, 10.8))  # 10 % slower, the same speedup
     keep, line = mod.verdict(slower)
     assert keep is False and "PRELOAD_BY_DEFAULT = False" in line
-    less_gain = mod.summary(launches(10.0, 11.0))  # the same baseline, a smaller speedup
-    assert mod.verdict(less_gain)[0] is False
+    # Faster on both, the speedup smaller (the baseline gained more): the documented runtime stays the default,
+    # and the line says how the speedup moved.
+    faster = mod.summary(launches(40.0, 40.0))
+    keep, line = mod.verdict(faster)
+    assert keep is True and "1.20x -> 1.00x" in line
