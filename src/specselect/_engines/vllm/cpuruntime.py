@@ -32,7 +32,8 @@ __all__ = [
 
 PRELOAD_BY_DEFAULT = True
 """Whether a CPU server gets the preload unless its plan sets LD_PRELOAD itself: the one setting, decided by
-`benchmarks/bench_cpu_runtime.py` (baseline tokens/s and n-gram speedup with and without, side by side)."""
+`benchmarks/bench_cpu_runtime.py` (baseline tokens/s and n-gram speedup with and without, side by side): True, the
+runtime the engine's documentation prescribes, unless the bench measures it serving slower."""
 
 INTEL_OPENMP = "intel-openmp"
 """The registry package with Intel's OpenMP runtime (libiomp5.so in the environment's lib/)."""
