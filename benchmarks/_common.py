@@ -369,6 +369,7 @@ SECTIONS = (
     "bench_cpu_sampled",
     "bench_cluster_cost",
     "bench_kv_capacity",
+    "bench_cpu_runtime",
 )
 """RESULTS.md's sections in document order, each named by the script that writes it: run_all.py's header and
 targets table, then one numbered section per benchmark (its number is its place here)."""

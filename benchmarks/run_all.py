@@ -10,8 +10,9 @@ bench_selection_cost, bench_engine_startup_decode, with --with-cpu-draft bench_c
 ~10 GB of models; without it section 5 stays as that script last wrote it), bench_rerun (the default plan twice,
 ~15 min), bench_decision_calibration (~30 min of simulation), bench_host_load, bench_sampled_parity, bench_cpu_sampled
 (builtin:cpu-sampled at temperature 0 and 0.7), bench_cluster_cost (on paper, from bench_selection_cost's run: it
-runs only with it) and bench_kv_capacity (each plan configuration's KV cache; cpu-draft's pair with
---with-cpu-draft). Every script holds the machine's server lock while it measures.
+runs only with it), bench_kv_capacity (each plan configuration's KV cache; cpu-draft's pair with
+--with-cpu-draft) and bench_cpu_runtime (vLLM's CPU runtime preloaded or not, ~12 min). Every script holds
+the machine's server lock while it measures.
 
     .venv/bin/python benchmarks/run_all.py [--only bench_fidelity ...] [--with-cpu-draft] [--header-only]
 (`make bench` runs it after `specselect setup`).

@@ -77,7 +77,7 @@ def test_run_all_runs_the_scripts_in_order_and_the_slow_one_only_when_asked() ->
 
     default = ["bench_fidelity", "bench_client_overhead", "bench_selection_cost", "bench_engine_startup_decode",
                "bench_rerun", "bench_decision_calibration", "bench_host_load", "bench_sampled_parity",
-               "bench_cpu_sampled", "bench_cluster_cost", "bench_kv_capacity"]  # fmt: skip
+               "bench_cpu_sampled", "bench_cluster_cost", "bench_kv_capacity", "bench_cpu_runtime"]  # fmt: skip
     assert dry() == [f"benchmarks/{n}.py" for n in default]
     assert dry("--with-cpu-draft")[-8:-6] == ["benchmarks/bench_cpu_draft.py", "benchmarks/bench_rerun.py"]
     assert dry("--only", "bench_cluster_cost") == []  # it reads bench_selection_cost's run

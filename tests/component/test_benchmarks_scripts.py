@@ -32,6 +32,7 @@ SCRIPTS = (
     "bench_selection_cost",
     "bench_engine_startup_decode",
     "bench_rerun",
+    "bench_cpu_runtime",
     "run_all",
 )
 
@@ -65,6 +66,10 @@ def test_help(name: str) -> None:
         ("bench_engine_startup_decode", "'prompt_lookup_min': 3, 'prompt_lookup_max': 5"),
         ("bench_selection_cost", "run builtin:cpu-smoke --label cost"),
         ("bench_client_overhead", "concurrency [1, 16, 64]"),
+        (
+            "bench_cpu_runtime",
+            "plain-baseline-r1, preloaded-baseline-r1, plain-ngram-r1, preloaded-ngram-r1, preloaded",
+        ),
         ("run_all", "benchmarks/bench_fidelity.py --server-lock /tmp/specselect-vllm.lock --write-results"),
     ],
 )
@@ -313,3 +318,41 @@ def test_client_targets_are_met_missed_or_not_assessed(
     assert "| client CPU per chunk, c=1                | 0.0200 |                             1.333% |" in (
         capsys.readouterr().out
     )
+
+
+def test_cpu_runtime_alternates_the_two_runtimes_and_reverses_every_other_round(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.syspath_prepend(str(BENCH))
+    mod = _load("bench_cpu_runtime")
+    order = mod.launch_order(2)
+    assert order[:2] == [("plain", "baseline", 0), ("preloaded", "baseline", 0)]
+    assert order[4:] == [(c, g, 1) for c, g, _ in reversed(order[:4])]
+
+
+def test_cpu_runtime_pairs_speedups_by_round_and_keeps_the_preload_unless_it_measures_worse(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.syspath_prepend(str(BENCH))
+    mod = _load("bench_cpu_runtime")
+
+    def launches(pre_base: float, pre_ngram: float) -> list[object]:
+        rows = [("plain", 10.0, 12.0), ("preloaded", pre_base, pre_ngram)]
+        return [
+            mod.Launch(config, group, r, 30.0, tok_s * (1 + r / 100), ())
+            for config, base, ngram in rows
+            for r in range(2)
+            for group, tok_s in (("baseline", base), ("ngram", ngram))
+        ]
+
+    same = mod.summary(launches(10.0, 12.0))
+    assert same["plain"]["speedup"] == pytest.approx(1.2)
+    assert mod.verdict(same)[0] is True
+    slower = mod.summary(launches(9.0, 10.8))  # 10 % slower, the same speedup
+    keep, line = mod.verdict(slower)
+    assert keep is False and "PRELOAD_BY_DEFAULT = False" in line
+    # Faster on both, the speedup smaller (the baseline gained more): the documented runtime stays the default,
+    # and the line says how the speedup moved.
+    faster = mod.summary(launches(40.0, 40.0))
+    keep, line = mod.verdict(faster)
+    assert keep is True and "1.20x -> 1.00x" in line

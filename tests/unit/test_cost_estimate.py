@@ -47,8 +47,8 @@ def test_the_estimate_counts_each_group_once_per_round_and_decode_as_weight_boun
     launch = estimate.launches["g0_target_only"]
     assert launch.step_s == pytest.approx(step)
     assert launch.start_s == pytest.approx(gpu.start_fixed_s + 16.0 / gpu.load_gb_s)
-    # Per workload and level: ceil((items + 4 warm-ups) / level) waves of 512 steps.
-    waves = sum(-(-(n + 4) // level) for n in items.values() for level in (1, 4, 16, 64))
+    # Per workload and level: ceil((items + 4 warm-up waves of `level` requests) / level) waves of 512 steps.
+    waves = sum(-(-(n + 4 * level) // level) for n in items.values() for level in (1, 4, 16, 64))
     assert launch.measuring_s == pytest.approx(waves * 512 * step)
     assert estimate.hours_first_look == pytest.approx(10 * launch.total_s / 3600)
 

@@ -16,6 +16,7 @@ from specselect._core.gates import AdmissionInput, GateCheck
 from specselect._engines.base import EngineSetup, GroupContext
 from specselect._engines.openai.engine import OpenAIEndpointEngine
 from specselect._engines.sglang.engine import SglangEngine
+from specselect._engines.vllm import cpuruntime
 from specselect._engines.vllm.controllers import KNOWN_CONTROLLERS
 from specselect._engines.vllm.engine import VllmEngine
 from specselect._plan import Candidate, EngineConfig, TargetConfig
@@ -41,6 +42,13 @@ TARGET = ResolvedModel(
     hidden_size=576,
     dtype="float32",
 )
+
+
+@pytest.fixture(autouse=True)
+def no_system_tcmalloc(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The flags do not depend on whether this machine has tcmalloc (the preload's own tests give it one)."""
+    monkeypatch.setattr(cpuruntime, "SYSTEM_LIB_DIRS", ())
+    monkeypatch.delenv("LD_PRELOAD", raising=False)
 
 
 def _caps() -> VllmCapabilities:
@@ -214,3 +222,45 @@ def test_a_container_plans_hand_off_is_the_users_own_run_with_the_port_published
     assert "/models/smollm2:/models/smollm2:ro" in flags.program
     assert flags.args[0] == "/models/smollm2"
     assert flags.args[flags.args.index("--host") + 1] == "0.0.0.0"
+
+
+def _cpu_runtime(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    """An engine environment with Intel's OpenMP and a system with tcmalloc, both under tmp_path."""
+    env_lib, system = tmp_path / "env" / "lib", tmp_path / "usr-lib"
+    env_lib.mkdir(parents=True)
+    system.mkdir()
+    (env_lib / "libiomp5.so").write_bytes(b"")
+    (system / "libtcmalloc_minimal.so.4").write_bytes(b"")
+    monkeypatch.setattr(cpuruntime, "SYSTEM_LIB_DIRS", (str(system),))
+    return env_lib / "libiomp5.so", system / "libtcmalloc_minimal.so.4"
+
+
+def test_on_cpu_the_server_preloads_tcmalloc_then_intel_openmp_as_vllms_cpu_docs_say(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    iomp, tcmalloc = _cpu_runtime(tmp_path, monkeypatch)
+    caps = _caps().model_copy(update={"python": str(tmp_path / "env" / "bin" / "python")})
+    flags = VllmEngine().serve_flags(_ctx(NGRAM, caps), None)
+    assert flags.env["LD_PRELOAD"] == f"{tcmalloc}:{iomp}"
+    # The plan's own LD_PRELOAD (empty: none) is the plan's; a container's command is left alone.
+    assert VllmEngine().serve_flags(_ctx(NGRAM, caps, env={"LD_PRELOAD": ""}), None).env["LD_PRELOAD"] == ""
+    behind = VllmEngine(command=("docker", "run", "--rm", "vllm/vllm-openai:v0.32.0"))
+    assert "LD_PRELOAD" not in behind.serve_flags(_ctx(NGRAM, caps), None).env
+
+
+def test_the_preload_is_only_what_is_there_and_nothing_without_either(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    iomp, tcmalloc = _cpu_runtime(tmp_path, monkeypatch)
+    tcmalloc.unlink()
+    caps = _caps().model_copy(update={"python": str(tmp_path / "env" / "bin" / "python")})
+    assert VllmEngine().serve_flags(_ctx(NGRAM, caps), None).env["LD_PRELOAD"] == str(iomp)
+    iomp.unlink()
+    assert "LD_PRELOAD" not in VllmEngine().serve_flags(_ctx(NGRAM, caps), None).env
+
+
+def test_the_preload_is_the_one_settings_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _cpu_runtime(tmp_path, monkeypatch)
+    caps = _caps().model_copy(update={"python": str(tmp_path / "env" / "bin" / "python")})
+    monkeypatch.setattr("specselect._engines.vllm.engine.PRELOAD_BY_DEFAULT", False)
+    assert "LD_PRELOAD" not in VllmEngine().serve_flags(_ctx(NGRAM, caps), None).env

@@ -261,7 +261,8 @@ CASES: list[tuple[dict[str, Any], str]] = [
     ),
     (
         {"run": {"warmup_requests": -1}},
-        "run.warmup_requests: must be >= 0 (got -1) (fix: use 0 to 100000 warm-up requests, e.g. warmup_requests = 1)",
+        "run.warmup_requests: must be >= 0 (got -1) (fix: use 0 to 100000 warm-up waves (each as many requests as "
+        "the concurrency), e.g. warmup_requests = 1)",
     ),
     (
         {"run": {"load": "poisson"}},

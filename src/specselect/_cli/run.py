@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
+from rich.console import Console
 from rich.markup import escape
 
 from specselect._common.home import default_home
@@ -24,6 +26,8 @@ from specselect._report.sweep_tables import sweep_summary_lines
 from specselect._report.trust import capacity_lines, trust_lines
 from specselect._runner.progress import make_progress
 from specselect._runner.run import RunOptions, RunOutcome, run_plan
+from specselect.records.group import GroupResult
+from specselect.records.results import EvidenceFile
 
 __all__ = ["DEFAULT_PLAN", "register", "run", "summary_json"]
 
@@ -75,6 +79,18 @@ def summary_json(outcome: RunOutcome) -> dict[str, object]:
     }
 
 
+def _print_decisions(console: Console, evidence: EvidenceFile, groups: Sequence[GroupResult]) -> None:
+    console.print(decision_table(evidence, groups))
+    for cand, verdict in evidence.verdicts.items():
+        console.print(f"  {cand}: {verdict}")
+    for line in estimand_lines(evidence):
+        console.print(f"  {escape(line)}")
+    for line in control_lines(evidence):
+        console.print(f"  {escape(line)}")
+    for line in sweep_summary_lines(evidence.sweeps):
+        console.print(f"  sweep: {line}")
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the plan and print the tables (or JSON)."""
     progress = make_progress(quiet=args.quiet, json_output=args.json)
@@ -105,15 +121,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     console.print(groups_table(outcome.groups))
     if outcome.evidence is not None:
-        console.print(decision_table(outcome.evidence, outcome.groups))
-        for cand, verdict in outcome.evidence.verdicts.items():
-            console.print(f"  {cand}: {verdict}")
-        for line in estimand_lines(outcome.evidence):
-            console.print(f"  {escape(line)}")
-        for line in control_lines(outcome.evidence):
-            console.print(f"  {escape(line)}")
-        for line in sweep_summary_lines(outcome.evidence.sweeps):
-            console.print(f"  sweep: {line}")
+        _print_decisions(console, outcome.evidence, outcome.groups)
     for line in mix_closing_lines(outcome.handoff):
         console.print(f"  {escape(line)}")
     stop = outcome.manifest.sequential_stop if outcome.manifest is not None else None

@@ -10,8 +10,9 @@ own process group
 - the pipe reports end-of-file: specselect is gone (nothing else holds the write end). The supervisor sends
   SIGTERM to the whole group, waits up to the grace period for it to empty, then SIGKILLs the group, itself
   included.
-The JSON line may instead be an object `{"argv": [...], "cleanup": [[...], ...]}`: commands that stop what the
-group cannot reach (a container run by a runtime's daemon), run in order before the group is stopped.
+The JSON line may instead be an object `{"argv": [...], "cleanup": [[...], ...], "env": {...}}`: commands that stop
+what the group cannot reach (a container run by a runtime's daemon), run in order before the group is stopped, and
+variables set on the server alone (LD_PRELOAD: libraries this supervisor must not load itself).
 It catches and ignores SIGTERM, SIGINT and SIGHUP, so specselect's own teardown (TERM to the group, then
 KILL) reaches the server while the supervisor stays to report the server's end. The server gets
 PR_SET_PDEATHSIG (SIGTERM) as well, so it is told to stop even if the supervisor itself is killed.
@@ -100,9 +101,9 @@ def _end_like(returncode: int) -> int:
     return 128 + sig
 
 
-def _read_command(lifeline: int) -> tuple[list[str], list[list[str]]] | None:
-    """The server's argv and cleanup commands: the first line on the pipe (None when the pipe closed before a whole
-    line)."""
+def _read_command(lifeline: int) -> tuple[list[str], list[list[str]], dict[str, str]] | None:
+    """The server's argv, cleanup commands and own variables: the first line on the pipe (None when the pipe closed
+    before a whole line)."""
     data = b""
     while not data.endswith(b"\n"):
         block = os.read(lifeline, 65536)
@@ -110,12 +111,19 @@ def _read_command(lifeline: int) -> tuple[list[str], list[list[str]]] | None:
             return None
         data += block
     message = json.loads(data)
-    command, cleanup = (
-        (message.get("argv"), message.get("cleanup") or []) if isinstance(message, dict) else (message, [])
+    command, cleanup, env = (
+        (message.get("argv"), message.get("cleanup") or [], message.get("env") or {})
+        if isinstance(message, dict)
+        else (message, [], {})
     )
     if not isinstance(command, list) or not command:
         return None
-    return [str(part) for part in command], [[str(part) for part in c] for c in cleanup if isinstance(c, list) and c]
+    own = {str(k): str(v) for k, v in env.items()} if isinstance(env, dict) else {}
+    return (
+        [str(part) for part in command],
+        [[str(part) for part in c] for c in cleanup if isinstance(c, list) and c],
+        own,
+    )
 
 
 def main(argv: list[str]) -> int:
@@ -127,7 +135,7 @@ def main(argv: list[str]) -> int:
     read = _read_command(lifeline)
     if read is None:
         return 0  # specselect was gone before it said what to start
-    command, cleanup = read
+    command, cleanup, own_env = read
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         # A handler, not SIG_IGN: caught signals are reset at exec, ignored ones would be ignored by the server.
         signal.signal(sig, _ignore)
@@ -135,6 +143,7 @@ def main(argv: list[str]) -> int:
         server = subprocess.Popen(
             command,
             stdin=subprocess.DEVNULL,
+            env={**os.environ, **own_env},
             close_fds=True,
             preexec_fn=_die_with_parent,  # noqa: PLW1509 -- only prctl, in a single-threaded supervisor
             restore_signals=True,

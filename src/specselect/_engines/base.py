@@ -30,6 +30,7 @@ from specselect.records.capacity import KvCapacity
 from specselect.records.endpoints import EndpointProbe, TrafficCheck
 from specselect.records.proposals import ScheduleRange
 from specselect.records.server import ReleaseCheck, SanityResult, ServeFlags
+from specselect.records.startup import EngineWarning, StartupSplit
 from specselect.records.telemetry import RequestSpecMetrics, SpecDecodeCounters, SpecMetricsReader
 
 __all__ = [
@@ -118,6 +119,14 @@ class RunningServer(BaseModel):
     proposal_length: int | None = None
     """Tokens proposed per verify step as launched (`LaunchSpec.proposal_length`): engine-neutral."""
     startup_s: float | None = None
+    started_at: float | None = None
+    """When the process was spawned (seconds since the epoch): where its log's timestamps start counting."""
+    startup: StartupSplit | None = None
+    """The start-up in phases, read from the engine's log by the engine (None: it reads none)."""
+    engine_warnings: tuple[EngineWarning, ...] = ()
+    """The engine's start-up warnings that bear on the measurement."""
+    preload: tuple[str, ...] = ()
+    """Libraries the launch preloaded into the server (its LD_PRELOAD), as launched."""
     api_key_env: str | None = None
 
 

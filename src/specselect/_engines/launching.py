@@ -8,7 +8,7 @@ both gates make (minimum engine version, device kind).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol
@@ -46,6 +46,7 @@ __all__ = [
     "SCHEDULE_CONTROLLER",
     "LaunchedServing",
     "ServerReader",
+    "StartupReader",
     "controller_check",
     "deploy_spec",
     "group_devices",
@@ -168,16 +169,29 @@ def serve_flags_of(
     )
 
 
+StartupReader = Callable[[RunningServer, str], RunningServer]
+"""The server with what its start-up log (this attempt's, the second argument) says added: an engine's reader."""
+
+
 class LaunchedServing:
     """A launched group's server for a `with` block: start, sanity check, and a `Session` to measure on."""
 
-    def __init__(self, proc: ServerProcess, reader: ServerReader, devices: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        proc: ServerProcess,
+        reader: ServerReader,
+        devices: tuple[str, ...] = (),
+        startup: StartupReader | None = None,
+    ) -> None:
         self._proc = proc
         self._reader = reader
         self._devices = devices
+        self._startup = startup
 
     def __enter__(self) -> Session:
         server = self._proc.__enter__()
+        if self._startup is not None:
+            server = self._startup(server, self._proc.attempt_log())
         try:
             sanity = self._reader.sanity(server)
         except BaseException:

@@ -40,9 +40,13 @@ from specselect._engines.serverrecords import ServerRecord, identify, record_pat
 from specselect.errors import ArtifactError, ServerCrashedError, ServerStartError, ServerTimeoutError
 from specselect.records.server import ReleaseCheck
 
-__all__ = ["ServerOptions", "ServerProcess", "cache_env", "cache_root", "read_log_tail"]
+__all__ = ["SERVER_ONLY_ENV", "ServerOptions", "ServerProcess", "cache_env", "cache_root", "read_log_tail"]
 
 _PORT_TAKEN = re.compile(r"address already in use|errno 98|eaddrinuse", re.IGNORECASE)
+
+SERVER_ONLY_ENV = ("LD_PRELOAD",)
+"""Variables a launch sets on the server alone: the supervisor is specselect's own Python and must not load the
+libraries the server preloads (an allocator, an OpenMP runtime). Inherited from specselect, they pass as they are."""
 
 
 _SUPERVISOR = Path(__file__).with_name("_supervisor.py")
@@ -175,6 +179,7 @@ class ServerProcess(AbstractContextManager[RunningServer]):
                 port = self._choose_port()
                 argv = [str(a) for a in self._argv_for_port(port)]
                 started = time.monotonic()
+                started_at = time.time()
                 self._spawn(argv, env, port, attempt)
                 try:
                     self._wait_ready(port, started)
@@ -193,6 +198,7 @@ class ServerProcess(AbstractContextManager[RunningServer]):
                     spec_config=self._spec_config,
                     proposal_length=self._proposal_length,
                     startup_s=round(time.monotonic() - started, 3),
+                    started_at=started_at,
                     api_key_env=self._api_key_env,
                 )
                 return self.server
@@ -248,6 +254,17 @@ class ServerProcess(AbstractContextManager[RunningServer]):
         """The redacted end of this attempt's log."""
         return read_log_tail(self._log_path, lines, start=self._log_offset, secrets=self._secrets)
 
+    def attempt_log(self, limit: int = 4 << 20) -> str:
+        """This attempt's log from its first line (its first `limit` bytes), redacted: what the server said while
+        it started."""
+        try:
+            with open(self._log_path, "rb") as fh:
+                fh.seek(self._log_offset)
+                data = fh.read(limit).decode("utf-8", errors="replace")
+        except OSError:
+            return ""
+        return redact_text(data, self._secrets)
+
     # -- internals --------------------------------------------------------------------------------------------
 
     def _child_env(self) -> dict[str, str]:
@@ -283,10 +300,18 @@ class ServerProcess(AbstractContextManager[RunningServer]):
         grace = min(self._term_grace_s, ORPHAN_GRACE_S)
         return [sys.executable, "-I", str(_SUPERVISOR), str(lifeline), str(grace)]
 
+    def _server_only(self) -> dict[str, str]:
+        """The launch's own `SERVER_ONLY_ENV` variables: the supervisor hands them to the server alone."""
+        return {name: self._extra_env[name] for name in SERVER_ONLY_ENV if name in self._extra_env}
+
     def _send_command(self, argv: list[str]) -> None:
-        """The server's argv (and the cleanup commands) to the supervisor, as one JSON line on the lifeline."""
+        """The server's argv (the cleanup commands, the server-only variables) to the supervisor, as one JSON line on
+        the lifeline."""
         assert self._lifeline is not None
-        message: object = {"argv": argv, "cleanup": [list(c) for c in self._cleanup]} if self._cleanup else argv
+        own = self._server_only()
+        message: object = (
+            {"argv": argv, "cleanup": [list(c) for c in self._cleanup], "env": own} if self._cleanup or own else argv
+        )
         data = (json.dumps(message) + "\n").encode()
         with contextlib.suppress(BrokenPipeError):  # a supervisor that died at once: readiness reports its end
             while data:
@@ -308,13 +333,15 @@ class ServerProcess(AbstractContextManager[RunningServer]):
                 )
             # Only this process holds the write end: when it dies, however, the supervisor reads end-of-file.
             read_end, self._lifeline = os.pipe()
+            supervisor_env = {k: v for k, v in env.items() if k not in self._server_only()}
+            supervisor_env.update({k: os.environ[k] for k in self._server_only() if k in os.environ})
             try:
                 self._proc = subprocess.Popen(
                     self._supervisor_argv(read_end),
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=subprocess.STDOUT,
-                    env=dict(env),
+                    env=supervisor_env,
                     start_new_session=True,
                     close_fds=True,
                     pass_fds=(read_end,),

@@ -147,7 +147,8 @@ _CONSTRAINT_FIXES: Mapping[str, str] = MappingProxyType(
         "run.rounds": "use 1 to 50 rounds, e.g. rounds = 3",
         "run.looks": "list round counts from 1 to 50, ascending, e.g. looks = [3, 4]",
         "run.sequential_budget_s": "give the run's time budget in seconds, e.g. sequential_budget_s = 600",
-        "run.warmup_requests": "use 0 to 100000 warm-up requests, e.g. warmup_requests = 1",
+        "run.warmup_requests": "use 0 to 100000 warm-up waves (each as many requests as the concurrency), "
+        "e.g. warmup_requests = 1",
         "engine.port": "use a port from 1 to 65535, or 0 to pick a free one",
         "engine.api_key_env": 'name the environment variable that holds the key, e.g. api_key_env = "OPENAI_API_KEY"',
         "engine.host": 'use a host name or IP address such as "127.0.0.1"',

@@ -352,7 +352,11 @@ class RunConfig(PlanSection):
     concurrency: Annotated[
         tuple[Annotated[int, Strict(), Field(gt=0, le=100_000)], ...], Field(min_length=1, max_length=64)
     ] = Field(default=(1,), description="client concurrency levels; one scenario per workload and level")
-    warmup_requests: Annotated[int, Strict(), Field(ge=0, le=100_000)] = 1
+    warmup_requests: Annotated[int, Strict(), Field(ge=0, le=100_000)] = Field(
+        default=1,
+        description="warm-up waves before each scenario's timed pass, not measured: each wave sends as many requests "
+        "at once as the scenario's concurrency (`warmup_at`), so every level warms at the batch it is timed at",
+    )
     repeats: Annotated[int, Strict(), Field(ge=1, le=1000)] = 3
     rounds: Annotated[int, Strict(), Field(ge=1, le=50)] = Field(
         default=2,
@@ -455,6 +459,12 @@ class RunConfig(PlanSection):
     def max_rounds(self) -> int:
         """The most rounds a group can run: the last look's."""
         return self.look_rounds[-1]
+
+    def warmup_at(self, concurrency: int) -> int:
+        """Warm-up requests before a timed pass at `concurrency`: `warmup_requests` waves of `concurrency` requests
+        at once, so the engine has run the batch it is timed at (its kernels, its allocator, its scheduler) before
+        the clock starts, at every level and not only at the first."""
+        return self.warmup_requests * concurrency
 
     @field_validator("concurrency")
     @classmethod

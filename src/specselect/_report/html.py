@@ -20,6 +20,7 @@ from specselect._report.evidence_tables import controls_spec, distribution_spec,
 from specselect._report.handoff_tables import mix_lines, mix_spec, serve_blocks
 from specselect._report.plots import FigureSection, build_plots
 from specselect._report.segment_tables import segment_lead, segment_lines, segment_spec
+from specselect._report.startup_tables import STARTUP_LEAD, engine_warning_lines, startups_spec
 from specselect._report.svg import esc
 from specselect._report.sweep_tables import (
     budget_line,
@@ -382,6 +383,17 @@ def _notes(notes: Sequence[str]) -> str:
     return f'<div class="notes"><b>Notes</b><ul>{items}</ul></div>'
 
 
+def _startups(data: ReportData) -> str:
+    spec = startups_spec(data)
+    warnings = engine_warning_lines(data)
+    if spec is None and not warnings:
+        return ""
+    table = _table(spec) if spec is not None else ""
+    items = "".join(f"<li>{esc(line)}</li>" for line in warnings)
+    said = f"<p>The engine warned at start-up, about what it measures:</p><ul>{items}</ul>" if warnings else ""
+    return _section("start-ups", "Start-ups", table + said, STARTUP_LEAD)
+
+
 def render_html(data: ReportData, *, link_base: str = "") -> str:
     """The complete page; `link_base` is the results directory relative to where the page is written."""
     m = data.manifest
@@ -399,6 +411,7 @@ def render_html(data: ReportData, *, link_base: str = "") -> str:
         _admission(data),
         _section("groups", "Groups", _table(groups, table_id="groups-table") + _log_tails(data.groups)),
         _section("nodes", "Nodes", _table(nodes), NODES_LEAD) if nodes is not None else "",
+        _startups(data),
         _section(
             "measurements",
             "Measurements",

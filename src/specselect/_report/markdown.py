@@ -13,6 +13,7 @@ from specselect._report.data import ReportData
 from specselect._report.evidence_tables import controls_spec, distribution_spec, prediction_spec, rounds_spec
 from specselect._report.handoff_tables import mix_lines, mix_spec, serve_blocks
 from specselect._report.segment_tables import segment_lead, segment_lines, segment_spec
+from specselect._report.startup_tables import STARTUP_LEAD, engine_warning_lines, startups_spec
 from specselect._report.sweep_tables import (
     budget_line,
     crossover_spec,
@@ -132,6 +133,20 @@ def _capacity(data: ReportData) -> list[str]:
     return ["", "## What it costs in KV cache", "", md_text(CAPACITY_LEAD), "", md_table(spec)]
 
 
+def _startups(data: ReportData) -> list[str]:
+    spec = startups_spec(data)
+    warnings = engine_warning_lines(data)
+    if spec is None and not warnings:
+        return []
+    out = ["", "## Start-ups", "", md_text(STARTUP_LEAD)]
+    if spec is not None:
+        out.extend(["", md_table(spec)])
+    if warnings:
+        out.extend(["", "The engine warned at start-up, about what it measures:", ""])
+        out.extend(f"- {md_text(line)}" for line in warnings)
+    return out
+
+
 def render_markdown(data: ReportData) -> str:
     """The Markdown summary of one run."""
     m = data.manifest
@@ -176,6 +191,7 @@ def render_markdown(data: ReportData) -> str:
     nodes = nodes_spec(data)
     if nodes is not None:
         out.extend(["", "## Nodes", "", md_text(NODES_LEAD), "", md_table(nodes)])
+    out.extend(_startups(data))
     out.extend(["", "## Identities", ""])
     for title, items in identity_sections(data):
         if title in ("Policy", "Host", "Measurement") and not items:

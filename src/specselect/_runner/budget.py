@@ -68,7 +68,7 @@ def remaining_budget(
         ScenarioLoad(
             name=f"{group}/{scenario_name(name, level, temperature)}" + (f"/round{j + 1}" if rounds > 1 else ""),
             concurrency=level,
-            n_requests=plan.run.warmup_requests + plan.run.repeats * len(workload.items),
+            n_requests=plan.run.warmup_at(level) + plan.run.repeats * len(workload.items),
             max_tokens=plan.sampling.max_tokens,
         )
         for group, j in lives

@@ -237,7 +237,7 @@ def reduced_plan(loaded: LoadedPlan, recorded: Recorded, repeats: int, rounds: i
 def check_cost(recorded: Recorded, items: Mapping[str, int], repeats: int, warmup: int, rounds: int = 1) -> CheckCost:
     """Two servers, each started once per round, and each checked scenario once per side and round
     (`items`: workload -> item count), timed as the recorded run ran them: its start-ups, the baseline's seconds
-    per request and the candidate's speedup."""
+    per request and the candidate's speedup; `warmup` waves of a scenario's concurrency warm it up."""
     startup = sum(g.startup_s or 0.0 for g in (recorded.group, recorded.baseline) if g is not None)
     requests = 0
     seconds = 0.0
@@ -245,7 +245,7 @@ def check_cost(recorded: Recorded, items: Mapping[str, int], repeats: int, warmu
         entry = recorded.entries.get(scenario.scenario)
         if entry is None or scenario.workload not in items:
             continue
-        n = items[scenario.workload] * repeats + warmup
+        n = items[scenario.workload] * repeats + warmup * scenario.concurrency
         requests += 2 * n
         per = (scenario.baseline_seconds or 0.0) * n / scenario.concurrency
         seconds += per * (1.0 + 1.0 / (entry.throughput_speedup or 1.0))

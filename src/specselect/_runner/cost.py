@@ -144,7 +144,7 @@ def _launch(plan: Plan, target: TargetConfig, items: Mapping[str, int], params: 
     step_s = max(typical.step_floor_s, weights_gb / typical.bandwidth_gb_s)
     run, sampling = plan.run, plan.sampling
     measuring = sum(
-        _scenario_s(n * run.repeats + run.warmup_requests, level, sampling.max_tokens, step_s)
+        _scenario_s(n * run.repeats + run.warmup_at(level), level, sampling.max_tokens, step_s)
         for n in items.values()
         for level in run.concurrency
     ) * len(sampling.temperatures)

@@ -87,6 +87,9 @@ def launch_record(server: RunningServer) -> LaunchRecord:
         served_model=server.served_model,
         base_url=server.base_url,
         startup_s=server.startup_s,
+        startup=server.startup,
+        engine_warnings=server.engine_warnings,
+        preload=server.preload,
     )
 
 

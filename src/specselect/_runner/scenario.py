@@ -234,6 +234,19 @@ class _Measured:
     device_load: DeviceLoad | None = None
 
 
+def _snapshot_after_warmup(session: Session, snapshots: list[MetricsSnapshot]) -> None:
+    """The engine's counters before the measured phase. A server that died under the warm-up (c requests at once)
+    does not answer them: that is its crash, not an unreadable answer, once the OS reports its exit."""
+    try:
+        snapshots.append(session.snapshot())
+    except EngineError:
+        deadline = time.monotonic() + CRASH_GRACE_S
+        while time.monotonic() < deadline:
+            session.check_alive()
+            session.sleep(0.1)
+        raise
+
+
 def _run_timed(session: Session, m: Measuring, spec: ScenarioSpec, items: Sequence[WorkloadItem]) -> _Measured:
     """Send the load while sampling memory and host load; the engine's counters over the measured phase only."""
     snapshots: list[MetricsSnapshot] = []
@@ -244,7 +257,7 @@ def _run_timed(session: Session, m: Measuring, spec: ScenarioSpec, items: Sequen
                 items,
                 spec,
                 progress=m.progress.info,
-                before_measured=lambda: snapshots.append(session.snapshot()),
+                before_measured=lambda: _snapshot_after_warmup(session, snapshots),
                 read_spec_metrics=session.request_spec_metrics,
             )
         )
@@ -297,7 +310,7 @@ def measure_scenario(
     """
     run = m.plan.run
     scen = scenario_name(workload_name, concurrency, temperature)
-    timed = {"concurrency": concurrency, "load": _load_shape(m.plan), "warmup": run.warmup_requests}
+    timed = {"concurrency": concurrency, "load": _load_shape(m.plan), "warmup": run.warmup_at(concurrency)}
     # Launch j continues the passes of the launches before it, so (item, repeat) names one request of the group.
     passes = {"repeats": run.repeats, "first_repeat": m.launch * run.repeats, "launch": m.launch}
     spec = _spec(m.plan, scen, scope=m.group, temperature=temperature).model_copy(update={**timed, **passes})

@@ -10,6 +10,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from specselect.records.startup import EngineWarning, StartupSplit
+
 __all__ = ["LaunchRecord", "ReleaseCheck", "SanityResult", "ServeFlags", "recorded_proposal_length"]
 
 
@@ -97,6 +99,12 @@ class LaunchRecord(BaseModel):
     proposal_length: int | None = None
     """Tokens proposed per verify step as launched, in every engine's terms; None: target-only or the engine's
     default."""
+    startup: StartupSplit | None = None
+    """The start-up in phases, from the engine's own log (None: older records, or an engine that reads none)."""
+    engine_warnings: tuple[EngineWarning, ...] = ()
+    """What the engine warned about at start-up that bears on the measurement (a runtime it asks to preload)."""
+    preload: tuple[str, ...] = ()
+    """Libraries preloaded into the server (LD_PRELOAD), as launched."""
 
     @model_validator(mode="before")
     @classmethod

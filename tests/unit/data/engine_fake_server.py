@@ -36,7 +36,14 @@ class Handler(FakeHandler):
             with open(self.options.metrics_file, "rb") as fh:
                 self._send(200, fh.read(), "text/plain")
         elif self.path == "/env":
-            keys = ("TMPDIR", "VLLM_CACHE_ROOT", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "VLLM_NO_USAGE_STATS")
+            keys = (
+                "TMPDIR",
+                "VLLM_CACHE_ROOT",
+                "HF_HUB_OFFLINE",
+                "TRANSFORMERS_OFFLINE",
+                "VLLM_NO_USAGE_STATS",
+                "LD_PRELOAD",
+            )
             self._send(200, json.dumps({k: os.environ.get(k) for k in keys} | {"cwd": os.getcwd()}).encode())
         else:
             self._send(404, b"{}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -50,13 +51,15 @@ from specselect._engines.server import ServerProcess
 from specselect._engines.settings import EngineSettings, group_settings
 from specselect._engines.vllm import capacity as kv
 from specselect._engines.vllm.controllers import BATCH_SCHEDULE_KEY
+from specselect._engines.vllm.cpuruntime import PRELOAD_BY_DEFAULT, cpu_preload, ensure_intel_openmp, preload_findings
 from specselect._engines.vllm.envsetup import EngineEnv, engine_env_from_python, ensure_managed_vllm_env
 from specselect._engines.vllm.gate import backend_gate, engine_config_keys, options_gate, vllm_method
 from specselect._engines.vllm.gpu_audit import cuda_findings, drafter_room_findings, plan_sizer
 from specselect._engines.vllm.launch import VLLM_DEPLOY_PROGRAM, build_vllm_argv
 from specselect._engines.vllm.probe import probe_vllm, probe_vllm_command
-from specselect._engines.vllm.sharedcache import share_model_class_cache
+from specselect._engines.vllm.sharedcache import launch_cache_key, share_compile_cache, share_model_class_cache
 from specselect._engines.vllm.specconfig import build_speculative_config, option_problem
+from specselect._engines.vllm.startuplog import read_startup
 from specselect._engines.vllm.telemetry import request_spec_metrics, spec_decode_delta
 from specselect._plan import EngineConfig, Plan
 from specselect.errors import ConfigError, EngineSetupError, ProtocolError
@@ -83,6 +86,7 @@ _CPU_DEFAULT_ENV = {
     "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
 }
 """Set for a server on CPU unless the plan, the candidate or specselect's own environment sets the variable."""
+_PRELOAD_VAR = "LD_PRELOAD"
 _BEYOND = 1 << 20
 """Upper end of a schedule's last range (vLLM clips it to its own max batch size)."""
 
@@ -125,7 +129,10 @@ class VllmEngine:
             return self._env
         if config.python is not None and config.python.startswith("managed:"):
             progress("engine environment: managed CPU vLLM (installed on first use, ~2 min)")
-            return ensure_managed_vllm_env(home, progress=progress)
+            env = ensure_managed_vllm_env(home, progress=progress)
+            if env.root is not None:
+                ensure_intel_openmp(env, env.root.parent / f"{env.root.name}.install.log")
+            return env
         if self._python is not None:
             return engine_env_from_python(self._python)
         return None
@@ -216,6 +223,8 @@ class VllmEngine:
                     'use dtype = "float32" for exact parity',
                 )
             )
+        if setup.caps is not None and setup.caps.on_cpu and setup.python is not None and not self._command:
+            found.extend(preload_findings(_env_root(setup.python)))
         sizer = plan_sizer()
         return [
             *found,
@@ -291,12 +300,15 @@ class VllmEngine:
             engine_keys=engine_config_keys(ctx.setup.caps),
         )
 
-    @staticmethod
-    def _server_env(ctx: GroupContext) -> dict[str, str]:
+    def _server_env(self, ctx: GroupContext) -> dict[str, str]:
         env = {**ctx.engine.env, **ctx.candidate.env}
         caps = ctx.setup.caps
         if caps is not None and caps.on_cpu:
             env |= {var: value for var, value in _CPU_DEFAULT_ENV.items() if var not in env and var not in os.environ}
+            python = self._python or ctx.setup.python
+            preload = cpu_preload(_env_root(python)) if python is not None and not self._command else ()
+            if PRELOAD_BY_DEFAULT and preload and _PRELOAD_VAR not in env and _PRELOAD_VAR not in os.environ:
+                env[_PRELOAD_VAR] = ":".join(str(p) for p in preload)
         return env
 
     def serve(self, ctx: GroupContext, gathered: Gathered | None, options: ServeOptions) -> LaunchedServing:
@@ -310,9 +322,17 @@ class VllmEngine:
             per_request_spec_metrics=bool(caps is not None and caps.per_request_spec_metrics_flag),
         )
         engine = self if self._python or self._command else self._bound(ctx.setup)
+        key = launch_cache_key(spec, engine=engine.identity_of(ctx.setup))
         if ctx.setup.shared_cache is not None:
             share_model_class_cache(options.run_dir, ctx.setup.shared_cache)
-        return LaunchedServing(engine.launch(spec), engine, devices=nvml_ids(ctx))
+            share_compile_cache(options.run_dir, ctx.setup.shared_cache, key)
+        startup = functools.partial(read_startup, cache_key=key, preload=spec.env.get(_PRELOAD_VAR))
+        return LaunchedServing(engine.launch(spec), engine, devices=nvml_ids(ctx), startup=startup)
+
+    def identity_of(self, setup: EngineSetup) -> str:
+        """What starts the server, with the engine's version: part of a launch configuration's cache key."""
+        head = " ".join(self._command) if self._command else str(self._python or setup.python)
+        return f"{head} {setup.engine_version or ''}".strip()
 
     def _bound(self, setup: EngineSetup) -> VllmEngine:
         if setup.python is None:
@@ -430,6 +450,11 @@ class VllmEngine:
 def _server_env_names(spec: LaunchSpec) -> list[str]:
     """The variables a container server gets by name: vLLM's own, the group's, the API key's."""
     return [*_VLLM_ENV, *spec.env, *(["VLLM_API_KEY"] if spec.api_key_env else [])]
+
+
+def _env_root(python: Path) -> Path:
+    """The environment a python belongs to (a venv's `bin/python`, unresolved: a venv's python is a link)."""
+    return Path(python).parent.parent
 
 
 def _caps(ctx: GroupContext) -> EngineCapabilities:
