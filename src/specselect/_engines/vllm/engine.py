@@ -56,6 +56,7 @@ from specselect._engines.vllm.launch import VLLM_DEPLOY_PROGRAM, build_vllm_argv
 from specselect._engines.vllm.probe import probe_vllm, probe_vllm_command
 from specselect._engines.vllm.sharedcache import share_model_class_cache
 from specselect._engines.vllm.specconfig import build_speculative_config, option_problem
+from specselect._engines.vllm.suffixsetup import read_suffix_setup
 from specselect._engines.vllm.telemetry import request_spec_metrics, spec_decode_delta
 from specselect._plan import EngineConfig, Plan
 from specselect.errors import ConfigError, EngineSetupError, ProtocolError
@@ -140,6 +141,9 @@ class VllmEngine:
             )
         except EngineSetupError as exc:
             return EngineSetup(kind=self.kind, python=env.python, probe_error=exc.one_line())
+        suffix = read_suffix_setup(env.root) if env.managed and env.root is not None else None
+        if suffix is not None:
+            caps = caps.model_copy(update={"optional_module_setup": {"arctic_inference": suffix.line()}})
         return EngineSetup(
             kind=self.kind,
             caps=caps,
