@@ -36,6 +36,7 @@ from specselect._plan import Candidate, Plan
 from specselect.errors import ConfigError
 from specselect.records.assets import ResolvedModel
 from specselect.records.capabilities import DeviceInfo, EngineCapabilities
+from specselect.records.responsecache import ResponseCacheSetting
 from specselect.records.server import ReleaseCheck, SanityResult, ServeFlags
 from specselect.records.telemetry import RequestSpecMetrics, SpecDecodeCounters
 
@@ -165,10 +166,17 @@ def serve_flags_of(
 class LaunchedServing:
     """A launched group's server for a `with` block: start, sanity check, and a `Session` to measure on."""
 
-    def __init__(self, proc: ServerProcess, reader: ServerReader, devices: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        proc: ServerProcess,
+        reader: ServerReader,
+        devices: tuple[str, ...] = (),
+        response_cache: ResponseCacheSetting | None = None,
+    ) -> None:
         self._proc = proc
         self._reader = reader
         self._devices = devices
+        self._response_cache = response_cache
 
     def __enter__(self) -> Session:
         server = self._proc.__enter__()
@@ -192,6 +200,7 @@ class LaunchedServing:
             server=server,
             pid=server.pid,
             devices=self._devices,
+            response_cache=self._response_cache,
         )
 
     def __exit__(

@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from specselect._artifacts.layout import RunLayout
@@ -35,6 +36,7 @@ from specselect.records.measurement import (
     ScenarioSpec,
 )
 from specselect.records.memory import PeakMemory
+from specselect.records.responsecache import PassResponseCache
 from specselect.records.telemetry import SpecTelemetry, build_spec_telemetry, summarize_per_request
 from specselect.records.workloads import Workload, WorkloadItem
 
@@ -168,6 +170,16 @@ class Measuring:
     progress: Progress
     launch: int = 0
     """The group's server launch being measured (0 = the first)."""
+    answered: Counter[str] = field(default_factory=Counter)
+    """Item id -> requests this launch's server answered so far (what a cache of its responses may have seen)."""
+
+    def response_cache(self, session: Session, records: Sequence[RequestRecord]) -> PassResponseCache | None:
+        """The pass of `records` as the proposer's response cache saw it (None: it keeps none); then counts them
+        as answered."""
+        setting = session.response_cache
+        seen = PassResponseCache.of(setting, self.answered, records) if setting is not None else None
+        self.answered.update(r.item_id for r in records)
+        return seen
 
     def save(self, scenario: str, records: Sequence[RequestRecord], *, keep: bool = True) -> tuple[str, str]:
         """Write a scenario's records atomically (and keep them in memory after the earlier launches' unless
@@ -259,10 +271,11 @@ def measure_scenario(
     traffic = session.traffic.after(len(records)) if session.traffic is not None else None
     _warn_untrusted(m, scen, traffic, got.host_load)
     rel, digest = m.save(scen, records)
+    cache = m.response_cache(session, records)
     acceptance = f"{telemetry.acceptance_rate:.2f}" if telemetry.acceptance_rate is not None else "n/a"
     m.progress.info(
         f"{scen}: {summary.n_success}/{summary.n_requests} ok, "
-        f"{summary.output_throughput_tok_s or 0:.1f} tok/s, acceptance {acceptance}"
+        f"{summary.output_throughput_tok_s or 0:.1f} tok/s, acceptance {acceptance}{_cache_note(cache)}"
     )
     source = _memory_source(got.memory, session.declared_peak_memory_mb)
     return ScenarioRun(
@@ -283,7 +296,17 @@ def measure_scenario(
         traffic=traffic,
         host_load=got.host_load,
         launch=m.launch,
+        response_cache=cache,
     )
+
+
+def _cache_note(cache: PassResponseCache | None) -> str:
+    if cache is None:
+        return ""
+    note = f", response cache {cache.setting.state}"
+    if cache.inflated:
+        note += f" and replaying {cache.replayed_requests} answered prompts: acceptance inflated, round left out"
+    return note
 
 
 def divergent_items(baseline: Sequence[RequestRecord], records: Sequence[RequestRecord]) -> set[str]:
@@ -345,6 +368,7 @@ def run_parity_pass(
             seconds=round(time.monotonic() - started, 3),
         )
     records = result.records
+    m.response_cache(session, records)
     ok = [r for r in records if r.ok]
     with_lp = sum(1 for r in ok if r.logprobs)
     failed = not ok

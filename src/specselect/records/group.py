@@ -17,6 +17,7 @@ from specselect.records.evidence.sweeps import DerivedSchedule
 from specselect.records.host import HostLoad
 from specselect.records.measurement import ScenarioSummary
 from specselect.records.memory import PeakMemory
+from specselect.records.responsecache import PassResponseCache
 from specselect.records.server import LaunchRecord, ReleaseCheck, SanityResult
 from specselect.records.telemetry import SpecTelemetry
 from specselect.records.workloads import WorkloadIdentity
@@ -58,6 +59,9 @@ class ScenarioRun(BaseModel):
     """A server specselect started: how much CPU time other processes on the host took during the scenario."""
     launch: int = 0
     """The group's server launch that measured it (0 = the first)."""
+    response_cache: PassResponseCache | None = None
+    """A proposer that drafts from the server's earlier responses: what its cache held when the pass began (None: the
+    method keeps no such cache)."""
 
     @property
     def peak_memory_mb(self) -> float | None:

@@ -55,7 +55,7 @@ from specselect._engines.vllm.gpu_audit import cuda_findings, drafter_room_findi
 from specselect._engines.vllm.launch import VLLM_DEPLOY_PROGRAM, build_vllm_argv
 from specselect._engines.vllm.probe import probe_vllm, probe_vllm_command
 from specselect._engines.vllm.sharedcache import share_model_class_cache
-from specselect._engines.vllm.specconfig import build_speculative_config, option_problem
+from specselect._engines.vllm.specconfig import build_speculative_config, option_problem, response_cache_setting
 from specselect._engines.vllm.suffixsetup import read_suffix_setup
 from specselect._engines.vllm.telemetry import request_spec_metrics, spec_decode_delta
 from specselect._plan import EngineConfig, Plan
@@ -304,17 +304,19 @@ class VllmEngine:
     def serve(self, ctx: GroupContext, gathered: Gathered | None, options: ServeOptions) -> LaunchedServing:
         """Start the group's vLLM server (its speculative config, env and flags) for a `with` block."""
         caps = ctx.setup.caps
+        config = self.speculative_config(ctx, gathered)
         spec = group_launch_spec(
             ctx,
             options,
-            speculative_config=self.speculative_config(ctx, gathered),
+            speculative_config=config,
             env=self._server_env(ctx),
             per_request_spec_metrics=bool(caps is not None and caps.per_request_spec_metrics_flag),
         )
         engine = self if self._python or self._command else self._bound(ctx.setup)
         if ctx.setup.shared_cache is not None:
             share_model_class_cache(options.run_dir, ctx.setup.shared_cache)
-        return LaunchedServing(engine.launch(spec), engine, devices=nvml_ids(ctx))
+        cache = response_cache_setting(config, ctx.candidate.options)
+        return LaunchedServing(engine.launch(spec), engine, devices=nvml_ids(ctx), response_cache=cache)
 
     def _bound(self, setup: EngineSetup) -> VllmEngine:
         if setup.python is None:

@@ -16,6 +16,7 @@ from specselect._core.status import RunStatus
 from specselect.records.endpoints import TrafficCheck
 from specselect.records.host import HostLoad
 from specselect.records.measurement import RequestRecord, ScenarioSummary
+from specselect.records.responsecache import PassResponseCache
 from specselect.records.telemetry import SpecTelemetry
 from specselect.records.workloads import WorkloadIdentity
 
@@ -95,6 +96,8 @@ class MeasuredScenario(Protocol):
     def host_load(self) -> HostLoad | None: ...
     @property
     def launch(self) -> int: ...
+    @property
+    def response_cache(self) -> PassResponseCache | None: ...
 
 
 class MeasuredGroup(Protocol):

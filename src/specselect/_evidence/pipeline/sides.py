@@ -100,14 +100,21 @@ def _summary_figures(run: MeasuredScenario | None) -> dict[str, float | str | No
 
 
 def excluded_rounds(sides: Sequence[tuple[str, MeasuredScenario]], host_limit: float | None) -> dict[int, str]:
-    """Round -> why its measurements are not trusted: foreign traffic on an endpoint, or a busy host, on either
-    side's launch of that round (the first reason found per round)."""
+    """Round -> why its measurements are not trusted: foreign traffic on an endpoint, a busy host, or a response
+    cache that drafted from answers to the very prompts it was measured on, on either side's launch of that round
+    (the first reason found per round)."""
     out: dict[int, str] = {}
     for role, run in sides:
         where = f"{run.scenario} (round {run.launch + 1})"
         reason = None
         if run.traffic is not None and run.traffic.contaminated:
             reason = f"{role}: {run.traffic.reason} during {where}"
+        cache = run.response_cache
+        if reason is None and cache is not None and cache.inflated:
+            reason = (
+                f"{role}: its response cache ({cache.setting.option}={cache.setting.value}) had answered "
+                f"{cache.replayed_requests} of the measured prompts before {where}: acceptance inflated by replay"
+            )
         load = run.host_load
         if reason is None and load is not None and host_limit is not None and load.foreign_share > host_limit:
             reason = (
