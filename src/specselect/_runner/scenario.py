@@ -349,7 +349,6 @@ def run_parity_pass(
     `samples` > 0 (at `temperature` > 0): the distribution test's pass instead: `samples` outputs of every item,
     each with its own seed and the sampled token's logprob, at `SAMPLE_PASS_CONCURRENCY`.
     """
-    progress = m.progress
     scen = parity_scenario(workload_name, temperature)
     sent = None if all_items else tuple(item.id for item in items)
     started = time.monotonic()
@@ -380,7 +379,7 @@ def run_parity_pass(
     elif not with_lp:
         reason = "the engine returned no logprobs: divergences stay unclassified"
     what = f"{samples} samples per item" if samples else "for parity only"
-    progress.info(f"{scen}: {len(ok)}/{len(records)} ok, {with_lp} with logprobs (untimed, {what})")
+    m.progress.info(f"{scen}: {len(ok)}/{len(records)} ok, {with_lp} with logprobs (untimed, {what})")
     return ParityPassRun(
         workload=workload_name,
         scenario=scen,
