@@ -5,18 +5,21 @@ what the cache had seen, and a round whose pass drafted from answers to its own 
 from __future__ import annotations
 
 from collections import Counter
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 from test_evidence_pipeline_rounds import BASELINE, group, launch_records, settings
 from test_evidence_pipeline_tracks import KEY
 
-from specselect._engines.base import Proposal
+from specselect._engines.base import Proposal, Session
 from specselect._engines.vllm.specconfig import (
     RESPONSE_CACHE_OPTION,
     build_speculative_config,
     response_cache_setting,
 )
 from specselect._evidence.pipeline import InMemoryRecords, build_evidence
+from specselect._runner.scenario import Measuring
 from specselect.records.evidence.result import Evidence
 from specselect.records.group import GroupResult
 from specselect.records.measurement import RequestRecord
@@ -121,3 +124,19 @@ def test_a_candidate_that_replayed_in_every_round_cannot_be_accepted(replays: in
     assert entry.evidence.evidence_status.value == "incomplete"
     assert "uncontaminated_measurement" in entry.evidence.missing_evidence
     assert entry.decision.decision.value != "accept"
+
+
+def test_a_launch_counts_every_pass_it_served_and_a_later_launch_starts_fresh() -> None:
+    def launch(index: int) -> Measuring:
+        fields: dict[str, Any] = {"plan": None, "layout": None, "records": None, "progress": None}
+        return Measuring(group="g8_suffix_learning", launch=index, **fields)
+
+    session = cast(Session, SimpleNamespace(response_cache=LEARNING))
+    first = launch(0)
+    low = first.response_cache(session, [sent("w", warmup=True), sent("a"), sent("b")])
+    high = first.response_cache(session, [sent("w", warmup=True), sent("a"), sent("b")])  # the next level
+    assert low is not None and not low.inflated
+    assert high is not None and high.inflated and (high.earlier_requests, high.replayed_requests) == (4, 2)
+    again = launch(1).response_cache(session, [sent("w", warmup=True), sent("a"), sent("b")])
+    assert again == low
+    assert launch(0).response_cache(cast(Session, SimpleNamespace(response_cache=None)), [sent("a")]) is None
