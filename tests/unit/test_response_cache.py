@@ -5,12 +5,14 @@ what the cache had seen, and a round whose pass drafted from answers to its own 
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
 from test_evidence_pipeline_rounds import BASELINE, group, launch_records, settings
 from test_evidence_pipeline_tracks import KEY
+from test_report_sample import build_run
 
 from specselect._engines.base import Proposal, Session
 from specselect._engines.vllm.specconfig import (
@@ -19,6 +21,8 @@ from specselect._engines.vllm.specconfig import (
     response_cache_setting,
 )
 from specselect._evidence.pipeline import InMemoryRecords, build_evidence
+from specselect._report.data import load_report_data
+from specselect._report.tables import measurements_spec
 from specselect._runner.scenario import Measuring
 from specselect.records.evidence.result import Evidence
 from specselect.records.group import GroupResult
@@ -140,3 +144,18 @@ def test_a_launch_counts_every_pass_it_served_and_a_later_launch_starts_fresh() 
     again = launch(1).response_cache(session, [sent("w", warmup=True), sent("a"), sent("b")])
     assert again == low
     assert launch(0).response_cache(cast(Session, SimpleNamespace(response_cache=None)), [sent("a")]) is None
+
+
+def test_the_report_shows_each_passs_cache_state_next_to_its_acceptance(tmp_path: Path) -> None:
+    data = load_report_data(build_run(tmp_path / "run").root)
+    replayed = PassResponseCache(setting=LEARNING, earlier_requests=7, replayed_requests=6)
+    off = PassResponseCache(setting=OFF, earlier_requests=7, replayed_requests=6)
+    for cache, shown in ((off, "; response cache off"), (replayed, "; response cache learning, 6 replayed: inflated")):
+        groups = [
+            g.model_copy(
+                update={"scenarios": tuple(s.model_copy(update={"response_cache": cache}) for s in g.scenarios)}
+            )
+            for g in data.groups
+        ]
+        table = measurements_spec(replace(data, groups=groups))
+        assert table is not None and table.rows[1][-1] == f"0.54 (len 3.17){shown}"
