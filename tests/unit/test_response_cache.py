@@ -24,11 +24,13 @@ from specselect._engines.vllm.specconfig import (
 from specselect._evidence.pipeline import InMemoryRecords, build_evidence
 from specselect._report.data import load_report_data
 from specselect._report.tables import measurements_spec
+from specselect._report.trust import trust_lines
 from specselect._runner.scenario import Measuring
 from specselect.records.evidence.result import Evidence
 from specselect.records.group import GroupResult
 from specselect.records.measurement import RequestRecord
-from specselect.records.responsecache import PassResponseCache, ResponseCacheSetting
+from specselect.records.responsecache import REPLAY_FIX, PassResponseCache, ResponseCacheSetting
+from specselect.records.results import EvidenceFile
 
 LEARNING = ResponseCacheSetting(state="learning", option=RESPONSE_CACHE_OPTION, value=10000, stated_by="plan")
 OFF = ResponseCacheSetting(state="off", option=RESPONSE_CACHE_OPTION, value=0, stated_by="specselect")
@@ -160,3 +162,13 @@ def test_the_report_shows_each_passs_cache_state_next_to_its_acceptance(tmp_path
         ]
         table = measurements_spec(replace(data, groups=groups))
         assert table is not None and table.rows[1][-1] == f"0.54 (len 3.17){shown}"
+
+
+def test_the_closing_lines_say_to_turn_the_cache_off_not_to_find_a_quiet_machine() -> None:
+    replayed = PassResponseCache(setting=LEARNING, earlier_requests=1, replayed_requests=1)
+    fresh = PassResponseCache(setting=LEARNING, earlier_requests=1, replayed_requests=0)
+    every = trust_lines(cast(EvidenceFile, candidate_evidence([replayed, replayed, replayed])), None)
+    one = trust_lines(cast(EvidenceFile, candidate_evidence([fresh, replayed, fresh])), None)
+    assert len(every) == 1 and "no trusted round" in every[0] and every[0].endswith(REPLAY_FIX)
+    assert len(one) == 1 and "decided on 2 rounds" in one[0] and one[0].endswith(REPLAY_FIX)
+    assert trust_lines(cast(EvidenceFile, candidate_evidence([fresh, fresh, fresh])), None) == []

@@ -17,7 +17,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from specselect.records.measurement import RequestRecord
 
-__all__ = ["PassResponseCache", "ResponseCacheSetting"]
+__all__ = ["REPLAY_FIX", "REPLAY_MARK", "PassResponseCache", "ResponseCacheSetting"]
+
+REPLAY_MARK = "acceptance inflated by replay"
+"""Ends the reason a round was left out for (`PassResponseCache.reason`), so the closing lines give its own fix."""
+REPLAY_FIX = (
+    "measure the suffix candidate with its response cache off (drop suffix_decoding_max_cached_requests from its "
+    "options: specselect then sets 0)"
+)
 
 
 class ResponseCacheSetting(BaseModel):
@@ -50,6 +57,13 @@ class PassResponseCache(BaseModel):
     def inflated(self) -> bool:
         """The cache learned from answers to the prompts it was measured on: its acceptance is not a deployment's."""
         return self.setting.state == "learning" and self.replayed_requests > 0
+
+    def reason(self, role: str, where: str) -> str:
+        """Why an inflated pass's round is left out (`role` candidate or baseline, `where` its scenario and round)."""
+        return (
+            f"{role}: its response cache ({self.setting.option}={self.setting.value}) had answered "
+            f"{self.replayed_requests} of the measured prompts before {where}: {REPLAY_MARK}"
+        )
 
     @classmethod
     def of(

@@ -111,10 +111,7 @@ def excluded_rounds(sides: Sequence[tuple[str, MeasuredScenario]], host_limit: f
             reason = f"{role}: {run.traffic.reason} during {where}"
         cache = run.response_cache
         if reason is None and cache is not None and cache.inflated:
-            reason = (
-                f"{role}: its response cache ({cache.setting.option}={cache.setting.value}) had answered "
-                f"{cache.replayed_requests} of the measured prompts before {where}: acceptance inflated by replay"
-            )
+            reason = cache.reason(role, where)
         load = run.host_load
         if reason is None and load is not None and host_limit is not None and load.foreign_share > host_limit:
             reason = (
