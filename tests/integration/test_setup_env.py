@@ -24,6 +24,7 @@ from specselect._engines import EngineSetup, GroupContext
 from specselect._engines.vllm.engine import VllmEngine
 from specselect._engines.vllm.envsetup import EngineEnv, ensure_managed_vllm_env
 from specselect._engines.vllm.probe import probe_vllm
+from specselect._engines.vllm.suffixsetup import read_suffix_setup
 from specselect._plan import load_plan
 from specselect._plan.candidates import Candidate
 
@@ -54,6 +55,9 @@ def test_managed_env_is_complete_and_second_call_is_a_no_op(
         check=True,
     )
     assert broken.stdout.strip() == "None"  # the CUDA-only extras were removed
+    assert managed_env.root is not None
+    suffix = read_suffix_setup(managed_env.root)  # built from source into the environment, no CUDA torch
+    assert suffix is not None and (suffix.status, suffix.version) == ("installed", "0.1.1"), suffix
 
     def no_subprocess(*args: Any, **kwargs: Any) -> None:
         raise AssertionError("the second call must not run pip or python")
@@ -130,6 +134,7 @@ def test_real_probe_and_admission_refuse_fast(managed_env: EngineEnv) -> None:
     runnable = [
         Candidate(name="ngram", family="ngram", num_speculative_tokens=4),
         Candidate(name="draft4l", family="draft_model", proposer="builtin:smollm2-135m-draft4l"),
+        Candidate(name="suffix", family="suffix", num_speculative_tokens=5),  # setup built arctic-inference
     ]
     for c in runnable:
         result = admit(c.name, c.family, gather_admission_input(c))

@@ -183,7 +183,11 @@ def test_a_schedule_candidate_runs_where_the_probe_found_the_batch_size_schedule
 
 def test_backend_facts_and_passing_cases() -> None:
     sfx = decide(Cand("sfx", "suffix"))
-    assert sfx.facts["backend.install_command"] == "/envs/vllm/bin/python -m pip install arctic-inference==0.1.1"
+    assert sfx.facts["backend.install_command"] == (
+        "/envs/vllm/bin/python -m pip install nanobind==2.9.2 'cmake>=3.18' && "
+        "CMAKE_ARGS=-DPython_EXECUTABLE=/envs/vllm/bin/python /envs/vllm/bin/python -m pip install "
+        "--no-build-isolation --no-deps arctic-inference==0.1.1"
+    )
     ok = decide(Cand("sfx", "suffix"), capabilities=caps(optional_modules={"arctic_inference": True}))
     assert ok.run_status is RunStatus.RUNNABLE
     assert decide(Cand("same", "ngram", min_engine_version="0.32.0")).run_status is RunStatus.RUNNABLE  # +cpu ignored

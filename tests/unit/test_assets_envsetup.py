@@ -20,6 +20,7 @@ from specselect._engines.vllm.envsetup import (
     find_managed_vllm_env,
     managed_env_dir,
 )
+from specselect._engines.vllm.suffixsetup import ARCTIC_INFERENCE_REQUIREMENT, ARCTIC_MARKER
 
 
 def complete_env(home: Path, version: str = "0.32.0+cpu") -> Path:
@@ -28,6 +29,13 @@ def complete_env(home: Path, version: str = "0.32.0+cpu") -> Path:
     (env_dir / "bin" / "python").write_text("")
     marker = {"schema_version": 1, "spec": envsetup._env_spec(), "engine_version": version}
     (env_dir / ENV_MARKER).write_text(json.dumps(marker))
+    suffix = {
+        "requirement": ARCTIC_INFERENCE_REQUIREMENT,
+        "status": "installed",
+        "version": "0.1.1",
+        "build_seconds": 60,
+    }
+    (env_dir / ARCTIC_MARKER).write_text(json.dumps(suffix))  # suffix decoding's step ran too (test_suffix_setup)
     return env_dir
 
 

@@ -102,8 +102,9 @@ def test_plan_list(capsys: pytest.CaptureFixture[str]) -> None:
     assert (code, err) == (0, "")
     lines = out.splitlines()
     assert "builtin:cpu-smoke           CPU smoke test:" in lines[4]  # sorted: cpu-aa, -draft, -ngram, -sampled, -smoke
+    assert lines[5].startswith("builtin:cpu-suffix          CPU suffix decoding:")
     # The GPU recipes a user copies to a GPU box are listed after the CPU plans.
-    assert [line.split()[0] for line in lines[6:]] == [
+    assert [line.split()[0] for line in lines[7:]] == [
         "builtin:gpu-coder-draft",
         "builtin:gpu-llama8b-eagle3",
         "builtin:gpu-mtp",
@@ -126,7 +127,8 @@ def test_plan_show_unknown_builtin(capsys: pytest.CaptureFixture[str]) -> None:
     assert err == (
         "specselect: error: builtin:nope: no built-in plan 'nope' "
         "(fix: use one of: builtin:cpu-aa, builtin:cpu-draft, builtin:cpu-ngram, builtin:cpu-sampled, "
-        "builtin:cpu-smoke, builtin:cpu-sweep, builtin:gpu-coder-draft, builtin:gpu-llama8b-eagle3, builtin:gpu-mtp "
+        "builtin:cpu-smoke, builtin:cpu-suffix, builtin:cpu-sweep, builtin:gpu-coder-draft, "
+        "builtin:gpu-llama8b-eagle3, builtin:gpu-mtp "
         "(see `specselect plan list`))\n"
     )
 

@@ -35,7 +35,8 @@ def test_ngram_gpu_alias_and_method() -> None:
 
 def test_suffix_options_and_optional_budget() -> None:
     cfg = build_speculative_config(Proposal("suffix", None, None, None, {"suffix_decoding_max_tree_depth": 16}))
-    assert cfg == {"method": "suffix", "suffix_decoding_max_tree_depth": 16}
+    # The response cache is off unless stated (test_response_cache).
+    assert cfg == {"method": "suffix", "suffix_decoding_max_tree_depth": 16, "suffix_decoding_max_cached_requests": 0}
     cfg = build_speculative_config(Proposal("suffix", "suffix", 8, None, {"suffix_decoding_min_token_prob": 0.2}))
     assert cfg["num_speculative_tokens"] == 8
     assert cfg["suffix_decoding_min_token_prob"] == 0.2

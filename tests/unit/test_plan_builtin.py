@@ -76,7 +76,8 @@ def test_unknown_builtin_plan_suggests_and_lists() -> None:
     assert info.value.one_line() == (
         "builtin:cpu-smok: no built-in plan 'cpu-smok'; did you mean builtin:cpu-smoke? "
         "(fix: use one of: builtin:cpu-aa, builtin:cpu-draft, builtin:cpu-ngram, builtin:cpu-sampled, "
-        "builtin:cpu-smoke, builtin:cpu-sweep, builtin:gpu-coder-draft, builtin:gpu-llama8b-eagle3, builtin:gpu-mtp "
+        "builtin:cpu-smoke, builtin:cpu-suffix, builtin:cpu-sweep, builtin:gpu-coder-draft, "
+        "builtin:gpu-llama8b-eagle3, builtin:gpu-mtp "
         "(see `specselect plan list`))"
     )
 

@@ -11,7 +11,7 @@ import contextlib
 import fcntl
 import os
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from specselect.errors import EngineSetupError
@@ -51,14 +51,23 @@ def log_tail(log_path: Path, lines: int = _LOG_TAIL_LINES) -> str:
     return " | ".join(line.strip() for line in text[-lines:] if line.strip())
 
 
-def run_logged(cmd: list[str], log_path: Path, *, what: str, fix: str) -> None:
-    """Run `cmd`, appending its output to `log_path`; raise EngineSetupError with the log tail on failure."""
-    env = dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1", PYTHONUNBUFFERED="1")
+def run_logged(
+    cmd: list[str], log_path: Path, *, what: str, fix: str, env: Mapping[str, str | None] | None = None
+) -> None:
+    """Run `cmd`, appending its output to `log_path`; raise EngineSetupError with the log tail on failure.
+
+    `env` overrides variables of the child's environment (None removes one)."""
+    child = dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1", PYTHONUNBUFFERED="1")
+    for name, value in (env or {}).items():
+        if value is None:
+            child.pop(name, None)
+        else:
+            child[name] = value
     with open(log_path, "a", encoding="utf-8") as log:
         log.write(f"\n$ {' '.join(cmd)}\n")
         log.flush()
         try:
-            rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, check=False).returncode
+            rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=child, check=False).returncode
         except OSError as exc:
             raise EngineSetupError(f"{what} could not start: {exc}", location=str(log_path), fix=fix) from exc
     if rc != 0:

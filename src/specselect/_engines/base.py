@@ -29,6 +29,7 @@ from specselect.records.capabilities import AnyCapabilities
 from specselect.records.capacity import KvCapacity
 from specselect.records.endpoints import EndpointProbe, TrafficCheck
 from specselect.records.proposals import ScheduleRange
+from specselect.records.responsecache import ResponseCacheSetting
 from specselect.records.server import ReleaseCheck, SanityResult, ServeFlags
 from specselect.records.startup import EngineWarning, StartupSplit
 from specselect.records.telemetry import RequestSpecMetrics, SpecDecodeCounters, SpecMetricsReader
@@ -255,6 +256,8 @@ class Session:
     """NVML ids (UUIDs, else indices) of the GPUs or MIG instances the server uses; empty on the CPU."""
     declared_peak_memory_mb: float | None = None
     traffic: TrafficGuard | None = None
+    response_cache: ResponseCacheSetting | None = None
+    """The proposer's cache of the server's earlier responses, as launched (None: it keeps none)."""
     sleep: Callable[[float], None] = field(default=time.sleep)
     kv: KvReader | None = None
     """The server's KV cache (None for an endpoint specselect does not own)."""

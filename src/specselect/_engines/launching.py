@@ -38,6 +38,7 @@ from specselect.errors import ConfigError
 from specselect.records.assets import ResolvedModel
 from specselect.records.capabilities import DeviceInfo, EngineCapabilities
 from specselect.records.capacity import KvCapacity
+from specselect.records.responsecache import ResponseCacheSetting
 from specselect.records.server import ReleaseCheck, SanityResult, ServeFlags
 from specselect.records.telemetry import RequestSpecMetrics, SpecDecodeCounters
 
@@ -182,11 +183,13 @@ class LaunchedServing:
         reader: ServerReader,
         devices: tuple[str, ...] = (),
         startup: StartupReader | None = None,
+        response_cache: ResponseCacheSetting | None = None,
     ) -> None:
         self._proc = proc
         self._reader = reader
         self._devices = devices
         self._startup = startup
+        self._response_cache = response_cache
 
     def __enter__(self) -> Session:
         server = self._proc.__enter__()
@@ -218,6 +221,7 @@ class LaunchedServing:
                 usage=lambda: reader.kv_usage(server),
                 preemptions=lambda before, after: reader.preemptions(before, after, server.served_model),
             ),
+            response_cache=self._response_cache,
         )
 
     def __exit__(

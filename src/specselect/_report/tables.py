@@ -149,7 +149,12 @@ def _acceptance(run: ScenarioRun) -> str:
         return "-"
     if tel.acceptance_rate is None:
         return "not exported" if tel.source == "not_exported" else "-"
-    return f"{tel.acceptance_rate:.2f} (len {tel.mean_acceptance_length or 0:.2f})"
+    text = f"{tel.acceptance_rate:.2f} (len {tel.mean_acceptance_length or 0:.2f})"
+    cache = run.response_cache
+    if cache is not None:  # the state the acceptance was measured in (records.responsecache)
+        text += f"; response cache {cache.setting.state}"
+        text += f", {cache.replayed_requests} replayed: inflated" if cache.inflated else ""
+    return text
 
 
 def measurements_spec(data: ReportData) -> TableSpec | None:

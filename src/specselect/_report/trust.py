@@ -6,11 +6,17 @@ with the preemptions where it ran out (`capacity_lines`). Read from the results 
 from __future__ import annotations
 
 from specselect.records.evidence.capacity import CapacityCost
+from specselect.records.responsecache import REPLAY_FIX, REPLAY_MARK
 from specselect.records.results import EvidenceFile
 
 __all__ = ["capacity_lines", "trust_lines"]
 
 _QUIET = "measure again while nothing else runs on the machine (`specselect run PLAN --label NEW`)"
+
+
+def _fix(reasons: list[str] | tuple[str, ...]) -> str:
+    """What to do about rounds left out: a replayed response cache is not cured by a quiet machine."""
+    return REPLAY_FIX if reasons and all(REPLAY_MARK in r for r in reasons) else _QUIET
 
 
 def _pair_lines(evidence: EvidenceFile) -> list[str]:
@@ -19,11 +25,12 @@ def _pair_lines(evidence: EvidenceFile) -> list[str]:
         where = f"{e.candidate} {e.scenario}"
         missing = e.evidence.missing_evidence
         if "uncontaminated_measurement" in missing:
-            out.append(f"{where}: no trusted round ({'; '.join(e.contamination)}): untrusted, {_QUIET}")
+            out.append(f"{where}: no trusted round ({'; '.join(e.contamination)}): untrusted, {_fix(e.contamination)}")
         elif e.speedup is not None and e.speedup.excluded_rounds:
             left = "; ".join(f"round {r + 1}: {why}" for r, why in e.speedup.excluded_rounds.items())
             kept = len(e.speedup.rounds)
-            out.append(f"{where}: decided on {kept} round{'s' * (kept != 1)}, left out {left}; {_QUIET}")
+            fix = _fix(tuple(e.speedup.excluded_rounds.values()))
+            out.append(f"{where}: decided on {kept} round{'s' * (kept != 1)}, left out {left}; {fix}")
         if e.drift is not None and e.drift.flagged:
             out.append(
                 f"{where}: the speedup drifted {e.drift.slope_per_round:+.1%} per round (p {e.drift.p_value:.3f}): "

@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from specselect._artifacts.layout import RunLayout
@@ -38,6 +39,7 @@ from specselect.records.measurement import (
     ScenarioSpec,
 )
 from specselect.records.memory import PeakMemory
+from specselect.records.responsecache import PassResponseCache
 from specselect.records.telemetry import SpecTelemetry, build_spec_telemetry, summarize_per_request
 from specselect.records.workloads import Workload, WorkloadItem
 
@@ -208,6 +210,16 @@ class Measuring:
     progress: Progress
     launch: int = 0
     """The group's server launch being measured (0 = the first)."""
+    answered: Counter[str] = field(default_factory=Counter)
+    """Item id -> requests this launch's server answered so far (what a cache of its responses may have seen)."""
+
+    def response_cache(self, session: Session, records: Sequence[RequestRecord]) -> PassResponseCache | None:
+        """The pass of `records` as the proposer's response cache saw it (None: it keeps none); then counts them
+        as answered."""
+        setting = session.response_cache
+        seen = PassResponseCache.of(setting, self.answered, records) if setting is not None else None
+        self.answered.update(r.item_id for r in records)
+        return seen
 
     def save(self, scenario: str, records: Sequence[RequestRecord], *, keep: bool = True) -> tuple[str, str]:
         """Write a scenario's records atomically (and keep them in memory after the earlier launches' unless
@@ -321,10 +333,11 @@ def measure_scenario(
     traffic = session.traffic.after(len(records)) if session.traffic is not None else None
     _warn_untrusted(m, scen, traffic, got)
     rel, digest = m.save(scen, records)
+    cache = m.response_cache(session, records)
     acceptance = f"{telemetry.acceptance_rate:.2f}" if telemetry.acceptance_rate is not None else "n/a"
     m.progress.info(
         f"{scen}: {summary.n_success}/{summary.n_requests} ok, "
-        f"{summary.output_throughput_tok_s or 0:.1f} tok/s, acceptance {acceptance}"
+        f"{summary.output_throughput_tok_s or 0:.1f} tok/s, acceptance {acceptance}{_cache_note(cache)}"
     )
     source = _memory_source(got.memory, session.declared_peak_memory_mb)
     return ScenarioRun(
@@ -347,7 +360,17 @@ def measure_scenario(
         launch=m.launch,
         kv_load=got.kv_load,
         device_load=got.device_load,
+        response_cache=cache,
     )
+
+
+def _cache_note(cache: PassResponseCache | None) -> str:
+    if cache is None:
+        return ""
+    note = f", response cache {cache.setting.state}"
+    if cache.inflated:
+        note += f" and replaying {cache.replayed_requests} answered prompts: acceptance inflated, round left out"
+    return note
 
 
 def divergent_items(baseline: Sequence[RequestRecord], records: Sequence[RequestRecord]) -> set[str]:
@@ -390,7 +413,6 @@ def run_parity_pass(
     `samples` > 0 (at `temperature` > 0): the distribution test's pass instead: `samples` outputs of every item,
     each with its own seed and the sampled token's logprob, at `SAMPLE_PASS_CONCURRENCY`.
     """
-    progress = m.progress
     scen = parity_scenario(workload_name, temperature)
     sent = None if all_items else tuple(item.id for item in items)
     started = time.monotonic()
@@ -409,6 +431,7 @@ def run_parity_pass(
             seconds=round(time.monotonic() - started, 3),
         )
     records = result.records
+    m.response_cache(session, records)
     ok = [r for r in records if r.ok]
     with_lp = sum(1 for r in ok if r.logprobs)
     failed = not ok
@@ -420,7 +443,7 @@ def run_parity_pass(
     elif not with_lp:
         reason = "the engine returned no logprobs: divergences stay unclassified"
     what = f"{samples} samples per item" if samples else "for parity only"
-    progress.info(f"{scen}: {len(ok)}/{len(records)} ok, {with_lp} with logprobs (untimed, {what})")
+    m.progress.info(f"{scen}: {len(ok)}/{len(records)} ok, {with_lp} with logprobs (untimed, {what})")
     return ParityPassRun(
         workload=workload_name,
         scenario=scen,

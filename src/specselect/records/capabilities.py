@@ -85,6 +85,8 @@ class EngineCapabilities(BaseModel):
     method_hardware: dict[str, str]
     """Method -> the device kind it needs (`cuda`), when it needs one."""
     optional_modules: dict[str, bool] = Field(default_factory=dict)
+    optional_module_setup: dict[str, str] = Field(default_factory=dict)
+    """Optional module -> how the managed environment's set-up built it, or why it could not (its one line)."""
     versions: dict[str, str | None]
     probed_in_s: float
     from_cache: bool = False

@@ -18,6 +18,7 @@ from specselect.records.evidence.sweeps import DerivedSchedule
 from specselect.records.host import HostLoad
 from specselect.records.measurement import ScenarioSummary
 from specselect.records.memory import PeakMemory
+from specselect.records.responsecache import PassResponseCache
 from specselect.records.server import LaunchRecord, ReleaseCheck, SanityResult
 from specselect.records.telemetry import SpecTelemetry
 from specselect.records.workloads import WorkloadIdentity
@@ -63,6 +64,9 @@ class ScenarioRun(BaseModel):
     """A server specselect started: its KV cache's peak use and preemptions during the scenario."""
     device_load: DeviceLoad | None = None
     """A server on GPUs: other processes seen on its devices before and during the scenario."""
+    response_cache: PassResponseCache | None = None
+    """A proposer that drafts from the server's earlier responses: what its cache held when the pass began (None: the
+    method keeps no such cache)."""
 
     @property
     def peak_memory_mb(self) -> float | None:

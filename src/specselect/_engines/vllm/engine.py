@@ -58,8 +58,9 @@ from specselect._engines.vllm.gpu_audit import cuda_findings, drafter_room_findi
 from specselect._engines.vllm.launch import VLLM_DEPLOY_PROGRAM, build_vllm_argv
 from specselect._engines.vllm.probe import probe_vllm, probe_vllm_command
 from specselect._engines.vllm.sharedcache import launch_cache_key, share_compile_cache, share_model_class_cache
-from specselect._engines.vllm.specconfig import build_speculative_config, option_problem
+from specselect._engines.vllm.specconfig import build_speculative_config, option_problem, response_cache_setting
 from specselect._engines.vllm.startuplog import read_startup
+from specselect._engines.vllm.suffixsetup import read_suffix_setup
 from specselect._engines.vllm.telemetry import request_spec_metrics, spec_decode_delta
 from specselect._plan import EngineConfig, Plan
 from specselect.errors import ConfigError, EngineSetupError, ProtocolError
@@ -149,6 +150,9 @@ class VllmEngine:
             )
         except EngineSetupError as exc:
             return EngineSetup(kind=self.kind, python=env.python, probe_error=exc.one_line())
+        suffix = read_suffix_setup(env.root) if env.managed and env.root is not None else None
+        if suffix is not None:
+            caps = caps.model_copy(update={"optional_module_setup": {"arctic_inference": suffix.line()}})
         return EngineSetup(
             kind=self.kind,
             caps=caps,
@@ -314,10 +318,11 @@ class VllmEngine:
     def serve(self, ctx: GroupContext, gathered: Gathered | None, options: ServeOptions) -> LaunchedServing:
         """Start the group's vLLM server (its speculative config, env and flags) for a `with` block."""
         caps = ctx.setup.caps
+        config = self.speculative_config(ctx, gathered)
         spec = group_launch_spec(
             ctx,
             options,
-            speculative_config=self.speculative_config(ctx, gathered),
+            speculative_config=config,
             env=self._server_env(ctx),
             per_request_spec_metrics=bool(caps is not None and caps.per_request_spec_metrics_flag),
         )
@@ -327,7 +332,10 @@ class VllmEngine:
             share_model_class_cache(options.run_dir, ctx.setup.shared_cache)
             share_compile_cache(options.run_dir, ctx.setup.shared_cache, key)
         startup = functools.partial(read_startup, cache_key=key, preload=spec.env.get(_PRELOAD_VAR))
-        return LaunchedServing(engine.launch(spec), engine, devices=nvml_ids(ctx), startup=startup)
+        cache = response_cache_setting(config, ctx.candidate.options)
+        return LaunchedServing(
+            engine.launch(spec), engine, devices=nvml_ids(ctx), startup=startup, response_cache=cache
+        )
 
     def identity_of(self, setup: EngineSetup) -> str:
         """What starts the server, with the engine's version: part of a launch configuration's cache key."""

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict
 from specselect._common.fileio import atomic_write_json
 from specselect._common.home import default_home
 from specselect._common.pyenv import file_lock, run_logged
+from specselect._engines.vllm.suffixsetup import ensure_suffix_decoding
 from specselect.errors import EngineSetupError
 
 __all__ = [
@@ -149,15 +150,18 @@ def ensure_managed_vllm_env(home: Path | None = None, progress: Progress | None 
 
     A complete environment (marker present and matching) is returned without running anything.
     Otherwise any half-built directory is removed and the environment is built again (~2-3 min).
+    Suffix decoding's package is a step of its own (`suffixsetup`): added once, also to an environment built
+    before the step existed.
     """
     home = home or default_home()
     env_dir = managed_env_dir(home)
     found = _complete_env(env_dir)
-    if found is not None:
-        return found
-    with file_lock(env_dir.parent / f".{env_dir.name}.lock"):
-        found = _complete_env(env_dir)
-        return found if found is not None else _build_env(env_dir, progress)
+    if found is None:
+        with file_lock(env_dir.parent / f".{env_dir.name}.lock"):
+            found = _complete_env(env_dir)
+            found = found if found is not None else _build_env(env_dir, progress)
+    _note(progress, ensure_suffix_decoding(env_dir, found.python, progress).line())
+    return found
 
 
 def find_managed_vllm_env(home: Path | None = None) -> EngineEnv | None:

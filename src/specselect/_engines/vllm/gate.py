@@ -8,13 +8,11 @@ from specselect._core.families import classify_family
 from specselect._core.gates import FactValue, GateCheck
 from specselect._engines.launching import controller_check, min_version_check
 from specselect._engines.vllm.specconfig import option_problem
+from specselect._engines.vllm.suffixsetup import ARCTIC_INFERENCE_REQUIREMENT, install_command
 from specselect._plan import Candidate
 from specselect.records.capabilities import EngineCapabilities, VllmCapabilities
 
 __all__ = ["ARCTIC_INFERENCE_REQUIREMENT", "backend_gate", "engine_config_keys", "options_gate", "vllm_method"]
-
-ARCTIC_INFERENCE_REQUIREMENT = "arctic-inference==0.1.1"
-"""vLLM's suffix decoding imports this package (it builds from source, ~2.5 min)."""
 
 
 def vllm_method(family: str, method: str | None) -> str:
@@ -26,11 +24,16 @@ def vllm_method(family: str, method: str | None) -> str:
 def _suffix_check(caps: EngineCapabilities, facts: dict[str, FactValue]) -> GateCheck | None:
     available = caps.optional_modules.get("arctic_inference", False)
     facts["arctic_inference_installed"] = available
+    setup = caps.optional_module_setup.get("arctic_inference")
+    if setup is not None:
+        facts["arctic_inference_setup"] = setup
     if available:
         return None
     return GateCheck.fail(
         "suffix_needs_arctic_inference",
-        install_command=f"{caps.python} -m pip install {ARCTIC_INFERENCE_REQUIREMENT}",
+        install_command=install_command(caps.python)
+        if setup is None
+        else "delete the marker named in arctic_inference_setup and run `specselect setup` again",
         **facts,
     )
 

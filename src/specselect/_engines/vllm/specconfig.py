@@ -21,17 +21,25 @@ from typing import Any
 from specselect._core.families import UnknownFamilyError, classify_family, normalize_family_name
 from specselect._engines.base import Proposal
 from specselect.errors import ConfigError
+from specselect.records.responsecache import ResponseCacheSetting
 
 __all__ = [
     "FALLBACK_CONFIG_KEYS",
     "METHOD_OPTIONS",
+    "RESPONSE_CACHE_OPTION",
     "OptionProblem",
     "build_speculative_config",
     "default_method",
     "family_methods",
     "option_problem",
+    "response_cache_setting",
     "speculative_config_json",
 ]
+
+RESPONSE_CACHE_OPTION = "suffix_decoding_max_cached_requests"
+"""vLLM's suffix decoding keeps up to this many earlier responses in a global tree to draft from (vLLM's default:
+10000); 0 turns that tree off (drafts then come from the request's own prompt and output)."""
+_RESPONSE_CACHE_METHODS = frozenset({"suffix"})
 
 _COMMON = ("num_speculative_tokens_per_batch_size", "rejection_sample_method", "enforce_eager")
 _DRAFT_LOADING = (
@@ -369,8 +377,26 @@ def build_speculative_config(
     if budget is not None:
         config["num_speculative_tokens"] = budget
     config.update(_checked_options(chosen, proposal.options, location, engine_keys))
+    if chosen in _RESPONSE_CACHE_METHODS:
+        # Unset, the cache would learn from every earlier response, warm-up and repeats included: measured
+        # acceptance would then be the replay's, not a deployment's. A plan that wants it learning says so.
+        config.setdefault(RESPONSE_CACHE_OPTION, 0)
     _check_together(config, tensor_parallel_size, location)
     return config
+
+
+def response_cache_setting(config: Mapping[str, Any] | None, options: Mapping[str, Any]) -> ResponseCacheSetting | None:
+    """The response cache a speculative config (`build_speculative_config`'s) launches with; None when its method
+    keeps none. `options` are the candidate's, to say who stated it."""
+    if config is None or config.get("method") not in _RESPONSE_CACHE_METHODS:
+        return None
+    value = int(config.get(RESPONSE_CACHE_OPTION, 0))
+    return ResponseCacheSetting(
+        state="learning" if value > 0 else "off",
+        option=RESPONSE_CACHE_OPTION,
+        value=value,
+        stated_by="plan" if RESPONSE_CACHE_OPTION in options else "specselect",
+    )
 
 
 def speculative_config_json(config: Mapping[str, Any]) -> str:

@@ -17,6 +17,7 @@ from specselect.records.capacity import DeviceLoad, KvLoad, LaunchCapacity
 from specselect.records.endpoints import TrafficCheck
 from specselect.records.host import HostLoad
 from specselect.records.measurement import RequestRecord, ScenarioSummary
+from specselect.records.responsecache import PassResponseCache
 from specselect.records.telemetry import SpecTelemetry
 from specselect.records.workloads import WorkloadIdentity
 
@@ -100,6 +101,8 @@ class MeasuredScenario(Protocol):
     def device_load(self) -> DeviceLoad | None: ...
     @property
     def kv_load(self) -> KvLoad | None: ...
+    @property
+    def response_cache(self) -> PassResponseCache | None: ...
 
 
 class MeasuredGroup(Protocol):

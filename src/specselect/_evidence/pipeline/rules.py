@@ -35,8 +35,10 @@ CONTAMINATION_RULE = (
     "the scenario contaminated; servers specselect starts: other processes taking more than "
     "thresholds.max_host_foreign_cpu_share of all CPU time during a scenario mark it contaminated (see "
     "measure.hostload); servers on GPUs: a process other than the server's and specselect's on one of its "
-    "devices (NVML, read before and during the scenario) marks it contaminated; a contaminated launch's round "
-    "is left out of that scenario's pairs (named in the "
+    "devices (NVML, read before and during the scenario) marks it contaminated; a proposer whose cache of the "
+    "server's responses had answered a measured prompt before the pass (a learning suffix cache replayed by the "
+    "warm-up, a repeat or an earlier scenario: records.responsecache) marks it contaminated too; a contaminated "
+    "launch's round is left out of that scenario's pairs (named in the "
     "estimate's excluded_rounds); a pair with no round left is incomplete (missing uncontaminated_measurement; "
     "decision tune, reason incomplete_evidence: measure again while nothing else uses the endpoint or the machine)"
 )

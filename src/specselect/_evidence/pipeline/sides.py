@@ -101,7 +101,8 @@ def _summary_figures(run: MeasuredScenario | None) -> dict[str, float | str | No
 
 def excluded_rounds(sides: Sequence[tuple[str, MeasuredScenario]], host_limit: float | None) -> dict[int, str]:
     """Round -> why its measurements are not trusted: foreign traffic on an endpoint, another process on the
-    server's device, or a busy host, on either side's launch of that round (the first reason found per round)."""
+    server's device, a busy host, or a response cache that drafted from answers to the very prompts it was
+    measured on, on either side's launch of that round (the first reason found per round)."""
     out: dict[int, str] = {}
     for role, run in sides:
         where = f"{run.scenario} (round {run.launch + 1})"
@@ -113,6 +114,9 @@ def excluded_rounds(sides: Sequence[tuple[str, MeasuredScenario]], host_limit: f
             reason = (
                 f"{role}: device busy: another process shared the server's device ({devices.describe()}) during {where}"
             )
+        cache = run.response_cache
+        if reason is None and cache is not None and cache.inflated:
+            reason = cache.reason(role, where)
         load = run.host_load
         if reason is None and load is not None and host_limit is not None and load.foreign_share > host_limit:
             reason = (
