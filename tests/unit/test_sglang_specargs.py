@@ -58,7 +58,12 @@ def caps(algorithms: tuple[str, ...], *, device_kind: str = "cuda", version: str
         ("eagle", "EAGLE3", "EAGLE3"),
         ("dflash", None, "DFLASH"),
         ("suffix", None, None),
-        ("dspark", None, None),
+        ("dspark", None, "DSPARK"),
+        ("uno", None, "UNO"),
+        ("custom", "my_spec", "MY_SPEC"),
+        ("plugin", "My-Spec", None),
+        ("custom", None, None),
+        ("custom", "eagle3", None),
         ("medusa", None, None),
         ("mlp_speculator", None, None),
         ("eagle", "ngram", None),
@@ -170,6 +175,50 @@ def test_supported_methods_follow_the_probed_algorithms() -> None:
             {},
             {"speculative_algorithm": "EAGLE3", "speculative_draft_model_path": DRAFT},
         ),
+        (
+            "dspark",
+            None,
+            7,
+            DRAFT,
+            {"dspark_block_size": 7},
+            {
+                "speculative_algorithm": "DSPARK",
+                "speculative_draft_model_path": DRAFT,
+                "speculative_num_draft_tokens": 8,
+                "speculative_dspark_block_size": 7,
+            },
+        ),
+        (
+            "uno",
+            None,
+            3,
+            "/models/uno-lora",
+            {},
+            {"speculative_algorithm": "UNO", "uno_lora_path": "/models/uno-lora", "speculative_num_draft_tokens": 4},
+        ),
+        (
+            "custom",
+            "my_spec",
+            3,
+            None,
+            {},
+            {"speculative_algorithm": "MY_SPEC", "speculative_num_draft_tokens": 4},
+        ),
+        (
+            "eagle",
+            "eagle3",
+            3,
+            DRAFT,
+            {"adaptive": True},
+            {
+                "speculative_algorithm": "EAGLE3",
+                "speculative_draft_model_path": DRAFT,
+                "speculative_num_steps": 3,
+                "speculative_eagle_topk": 1,
+                "speculative_num_draft_tokens": 4,
+                "speculative_adaptive": True,
+            },
+        ),
     ],
 )
 def test_exact_arguments_per_algorithm(case: tuple[Any, ...]) -> None:
@@ -274,3 +323,23 @@ def test_gate_refusals_become_unsupported() -> None:
         ),
     )
     assert result.run_status == RunStatus.UNSUPPORTED and result.reason == "family_not_in_engine"
+
+
+def test_a_plugin_algorithm_needs_registration_and_an_installed_plugin() -> None:
+    algorithms = ("EAGLE", "DSPARK", "UNO")
+    base = caps(algorithms)
+    without_registration = backend_gate("custom", "my_spec", base)
+    assert without_registration.reason == "method_not_in_backend"
+    no_plugin = backend_gate("custom", "my_spec", base.model_copy(update={"plugin_registration": True}))
+    assert no_plugin.reason == "plugin_not_installed"
+    installed = base.model_copy(update={"plugin_registration": True, "plugins": ("myspec=myspec.plugin:register",)})
+    passed = backend_gate("custom", "my_spec", installed)
+    assert passed.passed and passed.facts["plugin_algorithm_checked_at"] == "server_start"
+    on_cpu = installed.model_copy(update={"device_kind": "cpu"})
+    assert backend_gate("custom", "my_spec", on_cpu).reason == "requires_cuda"
+
+
+def test_dspark_and_uno_run_where_the_installed_sglang_declares_them() -> None:
+    assert gate(("EAGLE", "DSPARK", "UNO"), "dspark").passed
+    assert gate(("EAGLE", "DSPARK", "UNO"), "uno").passed
+    assert gate(("EAGLE",), "dspark").reason == "method_not_in_backend"

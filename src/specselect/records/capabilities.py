@@ -129,6 +129,11 @@ class SglangCapabilities(EngineCapabilities):
     server_endpoints: tuple[str, ...]
     probed_in_s: float
     from_cache: bool = False
+    plugin_registration: bool = False
+    """Whether this version lets plugins register speculative algorithms (`SpeculativeAlgorithm.register`)."""
+    plugins: tuple[str, ...] = ()
+    """SGLang's general plugins installed beside it (`sglang.srt.plugins` entry points, as `name=module:attr`);
+    what algorithms they register is known only once SGLang loads them."""
 
 
 AnyCapabilities = Annotated[VllmCapabilities | SglangCapabilities, Field(discriminator="kind")]

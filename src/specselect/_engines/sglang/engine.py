@@ -54,7 +54,13 @@ from specselect._engines.sglang.gate import backend_gate, sglang_method
 from specselect._engines.sglang.launch import SGLANG_SERVER_MODULE, build_sglang_argv
 from specselect._engines.sglang.probe import probe_sglang
 from specselect._engines.sglang.serverinfo import ServerInfoReading, ServerInfoSnapshot, parse_server_info
-from specselect._engines.sglang.specargs import DRAFT_PATH_KEY, build_sglang_speculative_args, sglang_algorithm
+from specselect._engines.sglang.specargs import (
+    DRAFT_PATH_KEY,
+    UNO_LORA_KEY,
+    build_sglang_speculative_args,
+    sglang_algorithm,
+    sglang_field,
+)
 from specselect._engines.sglang.telemetry import (
     SglangAcceptance,
     acceptance_from_snapshots,
@@ -237,7 +243,9 @@ class SglangEngine:
         else:
             backend = backend_gate(cand.family, cand.method, caps, min_engine_version=cand.min_engine_version)
             if backend.passed:
-                backend = controller_check(method, cand, caps, dict(backend.facts)) or backend
+                # The controller's option is the `ServerArgs` field; plans may leave out its `speculative_` prefix.
+                keyed = cand.model_copy(update={"options": {sglang_field(k): v for k, v in cand.options.items()}})
+                backend = controller_check(method, keyed, caps, dict(backend.facts)) or backend
         return gather_admission(
             cand,
             require_target(ctx),
@@ -319,7 +327,9 @@ class SglangEngine:
             spec, spec.port, python=None if self._command else "python", command=self._command, enable_metrics=False
         )
         program = len(self._command) if self._command else len(("python", "-m", SGLANG_SERVER_MODULE))
-        return serve_flags_of(ctx, gathered, spec, argv, program_length=program, local_keys=(DRAFT_PATH_KEY,))
+        return serve_flags_of(
+            ctx, gathered, spec, argv, program_length=program, local_keys=(DRAFT_PATH_KEY, UNO_LORA_KEY)
+        )
 
     def batch_schedule(self, schedule: Sequence[ScheduleRange], setup: EngineSetup) -> Mapping[str, Any] | None:
         """SGLang has no per-batch-size proposal schedule."""
