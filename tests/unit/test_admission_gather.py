@@ -181,6 +181,16 @@ def test_a_schedule_candidate_runs_where_the_probe_found_the_batch_size_schedule
     assert result.facts["backend.runtime_controller"] == "batch_size_schedule"
 
 
+def test_a_schedule_is_refused_for_a_fixed_length_proposer_and_above_one_data_parallel_rank() -> None:
+    found = caps(runtime_controllers=KNOWN_CONTROLLERS, device_kind="cpu", optional_modules={"arctic_inference": True})
+    suffix = decide(Cand("g1.schedule", "suffix", schedule_of="g1"), capabilities=found)
+    assert (suffix.run_status, suffix.reason) == (RunStatus.UNSUPPORTED, "runtime_controller_not_for_method")
+    assert "suffix" in str(suffix.facts["backend.controller_excluded_methods"])
+    on_two = decide(Cand("g1.schedule", "ngram", schedule_of="g1"), capabilities=found, data_parallel_size=2)
+    assert on_two.reason == "runtime_controller_not_with_data_parallel"
+    assert on_two.facts["backend.data_parallel_size"] == 2
+
+
 def test_backend_facts_and_passing_cases() -> None:
     sfx = decide(Cand("sfx", "suffix"))
     assert sfx.facts["backend.install_command"] == "/envs/vllm/bin/python -m pip install arctic-inference==0.1.1"

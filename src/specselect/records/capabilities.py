@@ -50,7 +50,11 @@ class RuntimeController(BaseModel):
     option: str
     """The speculative-configuration key that turns it on or configures it."""
     methods: tuple[str, ...] = ()
-    """The methods it applies to; empty: every method."""
+    """The methods it applies to; empty: every method (but `excluded_methods`)."""
+    excluded_methods: tuple[str, ...] = ()
+    """Methods the engine accepts it with but cannot run it for (a crash or a silent fallback)."""
+    max_data_parallel_size: int | None = None
+    """The largest data parallel size it works at (the engine turns it off above); None: any."""
     requires_device: Literal["cpu", "cuda"] | None = None
     description: str
 

@@ -244,8 +244,8 @@ class SglangEngine:
             backend = backend_gate(cand.family, cand.method, caps, min_engine_version=cand.min_engine_version)
             if backend.passed:
                 # The controller's option is the `ServerArgs` field; plans may leave out its `speculative_` prefix.
-                keyed = cand.model_copy(update={"options": {sglang_field(k): v for k, v in cand.options.items()}})
-                backend = controller_check(method, keyed, caps, dict(backend.facts)) or backend
+                keys = {sglang_field(k) for k in cand.options}
+                backend = controller_check(method, cand, caps, dict(backend.facts), option_keys=keys) or backend
         return gather_admission(
             cand,
             require_target(ctx),
@@ -327,11 +327,12 @@ class SglangEngine:
             spec, spec.port, python=None if self._command else "python", command=self._command, enable_metrics=False
         )
         program = len(self._command) if self._command else len(("python", "-m", SGLANG_SERVER_MODULE))
-        return serve_flags_of(
-            ctx, gathered, spec, argv, program_length=program, local_keys=(DRAFT_PATH_KEY, UNO_LORA_KEY)
-        )
+        # UNO's proposer is its LoRA adapter's path; every other proposer is the draft model's.
+        uno = spec.speculative_config is not None and UNO_LORA_KEY in spec.speculative_config
+        local = (UNO_LORA_KEY,) if uno else (DRAFT_PATH_KEY,)
+        return serve_flags_of(ctx, gathered, spec, argv, program_length=program, local_keys=local)
 
-    def batch_schedule(self, schedule: Sequence[ScheduleRange], setup: EngineSetup) -> Mapping[str, Any] | None:
+    def batch_schedule(self, schedule: Sequence[ScheduleRange], ctx: GroupContext) -> Mapping[str, Any] | None:
         """SGLang has no per-batch-size proposal schedule."""
         return None
 

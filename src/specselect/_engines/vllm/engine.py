@@ -34,6 +34,7 @@ from specselect._engines.http import sanity_check, server_api_key, server_get
 from specselect._engines.launchargs import launch_api_key, python_or_command, server_options
 from specselect._engines.launching import (
     LaunchedServing,
+    controller_refusal,
     deploy_spec,
     group_devices,
     group_launch_spec,
@@ -231,7 +232,10 @@ class VllmEngine:
         if not cand.enabled:
             return disabled(method)
         caps = ctx.setup.caps
-        backend = probe_failed(method, ctx.setup) if caps is None else backend_gate(method, cand, caps)
+        dp = ctx.engine.data_parallel_size
+        backend = (
+            probe_failed(method, ctx.setup) if caps is None else backend_gate(method, cand, caps, data_parallel_size=dp)
+        )
         return gather_admission(
             cand,
             require_target(ctx),
@@ -341,9 +345,16 @@ class VllmEngine:
         argv = build_vllm_argv(spec, spec.port, command=head)
         return serve_flags_of(ctx, gathered, spec, argv, program_length=len(head), local_keys=("model",))
 
-    def batch_schedule(self, schedule: Sequence[ScheduleRange], setup: EngineSetup) -> Mapping[str, Any] | None:
-        """Dynamic speculative decoding (`num_speculative_tokens_per_batch_size`), where the probe found it."""
-        if setup.caps is None or setup.caps.controller(BATCH_SCHEDULE_KEY) is None or not schedule:
+    def batch_schedule(self, schedule: Sequence[ScheduleRange], ctx: GroupContext) -> Mapping[str, Any] | None:
+        """Dynamic speculative decoding (`num_speculative_tokens_per_batch_size`), where the probe found it and it
+        runs for the group's method at its data parallel size (`controllers.KNOWN_CONTROLLERS`)."""
+        caps = ctx.setup.caps
+        controller = caps.controller(BATCH_SCHEDULE_KEY) if caps is not None else None
+        if caps is None or controller is None or not schedule:
+            return None
+        method = vllm_method(ctx.candidate.family, ctx.candidate.method)
+        dp = ctx.engine.data_parallel_size
+        if controller_refusal(controller, method, device_kind=caps.device_kind, data_parallel_size=dp) is not None:
             return None
         return {BATCH_SCHEDULE_KEY: [[first, _BEYOND if last is None else last, k] for first, last, k in schedule]}
 

@@ -35,8 +35,11 @@ def _suffix_check(caps: EngineCapabilities, facts: dict[str, FactValue]) -> Gate
     )
 
 
-def backend_gate(method: str, candidate: Candidate, caps: EngineCapabilities) -> GateCheck:
-    """Gate 2 for a vLLM candidate: the method is in this vLLM, new enough, on the right device, importable."""
+def backend_gate(
+    method: str, candidate: Candidate, caps: EngineCapabilities, *, data_parallel_size: int = 1
+) -> GateCheck:
+    """Gate 2 for a vLLM candidate: the method is in this vLLM, new enough, on the right device, importable, and
+    any runtime controller it asks for runs for it at this data parallel size."""
     facts: dict[str, FactValue] = {
         "engine_kind": caps.kind,
         "engine_version": caps.engine_version,
@@ -55,7 +58,7 @@ def backend_gate(method: str, candidate: Candidate, caps: EngineCapabilities) ->
         if required != caps.device_kind:
             return GateCheck.fail(f"requires_{required}", **facts)
     refused = _suffix_check(caps, facts) if method == "suffix" else None
-    refused = refused or controller_check(method, candidate, caps, facts)
+    refused = refused or controller_check(method, candidate, caps, facts, data_parallel_size=data_parallel_size)
     return refused if refused is not None else GateCheck.ok(**facts)
 
 
