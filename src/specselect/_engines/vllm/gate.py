@@ -20,7 +20,10 @@ ARCTIC_INFERENCE_REQUIREMENT = "arctic-inference==0.1.1"
 def vllm_method(family: str, method: str | None) -> str:
     """The vLLM method of a candidate: the one it names, else its family's canonical name (`eagle3`, like
     `ngram_gpu`, must be named explicitly)."""
-    return (method or classify_family(family).family).strip().lower()
+    if method:
+        return method.strip().lower()
+    canonical = classify_family(family).family
+    return "custom_class" if canonical == "custom" else canonical
 
 
 def _suffix_check(caps: EngineCapabilities, facts: dict[str, FactValue]) -> GateCheck | None:
