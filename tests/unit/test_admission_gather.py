@@ -20,7 +20,7 @@ from specselect._engines import EngineSetup, GroupContext
 from specselect._engines.settings import memory_flags
 from specselect._engines.sglang.engine import SglangEngine
 from specselect._engines.sglang.gate import sglang_method
-from specselect._engines.sglang.specargs import supported_methods
+from specselect._engines.sglang.specargs import lossy_verification, supported_methods
 from specselect._engines.vllm.controllers import KNOWN_CONTROLLERS
 from specselect._engines.vllm.engine import VllmEngine
 from specselect._plan import EngineConfig, TargetConfig, load_plan
@@ -58,6 +58,7 @@ class Cand:
     engine_args: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
     schedule_of: str | None = None
+    allow_lossy: bool = False
 
 
 def caps(**changes: Any) -> VllmCapabilities:
@@ -493,3 +494,28 @@ def test_the_audit_says_when_option_keys_come_from_the_fallback_list() -> None:
     assert "option_keys_fallback" in [code for _, code, _ in VllmEngine().audit(plan, fallback)]
     read = EngineSetup(kind="vllm", caps=caps(speculative_config_keys_source="engine_source"))
     assert "option_keys_fallback" not in [code for _, code, _ in VllmEngine().audit(plan, read)]
+
+
+def test_a_lossy_verification_setting_is_refused_unless_the_candidate_opts_in() -> None:
+    synthetic = {"prompt_lookup_max": 4, "rejection_sample_method": "synthetic", "synthetic_acceptance_length": 2.0}
+    refused = decide(Cand("syn", "ngram", options=synthetic))
+    assert (refused.run_status, refused.gate, refused.reason) == (
+        RunStatus.INCOMPATIBLE,
+        "compatibility",
+        "lossy_verification_not_allowed",
+    )
+    assert refused.lossy is not None and "synthetic" in refused.lossy
+    assert "allow_lossy = true" in str(refused.detail)
+    admitted = decide(Cand("syn", "ngram", options=synthetic, allow_lossy=True))
+    assert admitted.run_status is RunStatus.RUNNABLE
+    assert admitted.lossy == refused.lossy
+    assert admitted.facts["compatibility.lossy_option"] == "rejection_sample_method"
+    # Block verification keeps the target's outputs: exact, so nothing is marked.
+    block = decide(Cand("blk", "ngram", options={"rejection_sample_method": "block"}))
+    assert block.run_status is RunStatus.RUNNABLE and block.lossy is None
+
+
+def test_sglang_relaxed_accept_thresholds_are_lossy() -> None:
+    assert lossy_verification({"accept_threshold_single": 0.8})[0] == "accept_threshold_single"  # type: ignore[index]
+    assert lossy_verification({"speculative_accept_threshold_acc": 0.5}) is not None
+    assert lossy_verification({"accept_threshold_single": 1.0, "accept_threshold_acc": 1}) is None

@@ -8,7 +8,7 @@ both gates make (minimum engine version, device kind).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol
@@ -51,6 +51,7 @@ __all__ = [
     "group_launch_spec",
     "launched_identity",
     "launcher_findings",
+    "lossy_plan_problems",
     "min_version_check",
     "nvml_ids",
     "plain_version",
@@ -269,6 +270,33 @@ def min_version_check(
     except InvalidVersion:
         return GateCheck.fail("backend_probe_failed", problem="unparseable engine version", **facts)
     return GateCheck.fail("engine_version_too_old", **facts) if too_old else None
+
+
+LossyCheck = Callable[[Mapping[str, Any]], "tuple[str, str] | None"]
+"""An engine's word on a candidate's options: (the option, why its verification is not exact), or None."""
+
+
+def lossy_plan_problems(plan: Plan, lossy: LossyCheck) -> list[str]:
+    """`validate`'s lines for lossy candidates: one that does not opt in (`allow_lossy`), and one that does in a
+    plan that samples nothing above temperature 0 (its decision rests on the distribution test, which needs one)."""
+    problems: list[str] = []
+    for cand in plan.candidates:
+        found = None if cand.is_baseline else lossy(cand.options)
+        if found is None:
+            continue
+        key, why = found
+        entry = cand.option_location(key).split(".")[1]
+        if not cand.allow_lossy:
+            problems.append(
+                f"{cand.option_location(key)}: {why}, so it would fail parity "
+                f"(fix: set allow_lossy = true in candidates.{entry} to measure it as lossy, or remove the option)"
+            )
+        elif not plan.sampling.sampled:
+            problems.append(
+                f"candidates.{entry}.allow_lossy: a lossy candidate is judged by the distribution test, which needs "
+                "a temperature above 0 (fix: add one to [sampling].temperature, e.g. temperature = [0.0, 0.7])"
+            )
+    return list(dict.fromkeys(problems))
 
 
 def controller_refusal(

@@ -41,6 +41,7 @@ from specselect._engines.launching import (
     group_launch_spec,
     launched_identity,
     launcher_findings,
+    lossy_plan_problems,
     nvml_ids,
     probe_failed,
     require_target,
@@ -58,6 +59,7 @@ from specselect._engines.sglang.specargs import (
     DRAFT_PATH_KEY,
     UNO_LORA_KEY,
     build_sglang_speculative_args,
+    lossy_verification,
     sglang_algorithm,
     sglang_field,
 )
@@ -220,12 +222,13 @@ class SglangEngine:
         return EngineSetup(kind=self.kind, caps=caps, python=self._python, engine_version=caps.engine_version)
 
     def plan_problems(self, plan: Plan) -> list[str]:
-        """A container command specselect cannot own; its arguments are checked against the probed version's own."""
+        """A container command specselect cannot own, and lossy candidates without the plan's opt-in; arguments are
+        checked against the probed version's own."""
         try:
             parse_container_command(plan.engine.command)
         except ConfigError as exc:
             return [exc.one_line()]
-        return []
+        return lossy_plan_problems(plan, lossy_verification)
 
     def audit(self, plan: Plan, setup: EngineSetup) -> list[Finding]:
         """The findings every launcher has (SGLang adds none)."""
@@ -253,6 +256,7 @@ class SglangEngine:
             backend=backend,
             capacity=lambda proposer: self.capacity_terms(ctx, proposer),
             resolving=Resolving(home=home, python=ctx.setup.python, verify_weights=ctx.verify_weights),
+            lossy=lossy_verification(cand.options),
         )
 
     def capacity_terms(self, ctx: GroupContext, proposer: ResolvedModel | None) -> CapacityTerms:

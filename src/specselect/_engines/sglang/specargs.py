@@ -55,6 +55,7 @@ __all__ = [
     "SGLANG_METHOD_ALGORITHMS",
     "UNO_LORA_KEY",
     "build_sglang_speculative_args",
+    "lossy_verification",
     "sglang_algorithm",
     "sglang_field",
     "sglang_flag",
@@ -193,6 +194,24 @@ _CONSUMED = frozenset({"revision"})
 def sglang_flag(key: str) -> str:
     """The command-line flag of a `ServerArgs` field name: `speculative_eagle_topk` -> `--speculative-eagle-topk`."""
     return "--" + key.replace("_", "-")
+
+
+_THRESHOLDS = ("accept_threshold_single", "accept_threshold_acc")
+"""SGLang's relaxed acceptance: a draft token is accepted when its target probability exceeds `_single`, or with
+probability min(1, p / `_acc`); anything but 1.0 (the default) changes which tokens are accepted."""
+
+
+def lossy_verification(options: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(option, why) when the options relax SGLang's verification (an accept threshold other than 1); None when
+    exact."""
+    for key, value in options.items():
+        bare = key.removeprefix(_PREFIX)
+        if bare in _THRESHOLDS and not isinstance(value, bool) and isinstance(value, int | float) and value != 1:
+            return (
+                key,
+                f"{bare} {value} accepts draft tokens the target would not emit: the outputs are not the target's",
+            )
+    return None
 
 
 def sglang_field(option: str) -> str:

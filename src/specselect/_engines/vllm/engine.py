@@ -40,6 +40,7 @@ from specselect._engines.launching import (
     group_launch_spec,
     launched_identity,
     launcher_findings,
+    lossy_plan_problems,
     nvml_ids,
     probe_failed,
     require_target,
@@ -56,7 +57,7 @@ from specselect._engines.vllm.gpu_audit import cuda_findings, drafter_room_findi
 from specselect._engines.vllm.launch import VLLM_DEPLOY_PROGRAM, build_vllm_argv
 from specselect._engines.vllm.probe import probe_vllm, probe_vllm_command
 from specselect._engines.vllm.sharedcache import share_model_class_cache
-from specselect._engines.vllm.specconfig import build_speculative_config, option_problem
+from specselect._engines.vllm.specconfig import build_speculative_config, lossy_verification, option_problem
 from specselect._engines.vllm.telemetry import request_spec_metrics, spec_decode_delta
 from specselect._plan import EngineConfig, Plan
 from specselect.errors import ConfigError, EngineSetupError, ProtocolError
@@ -189,6 +190,7 @@ class VllmEngine:
                 problem = option_problem(method, key)
                 if problem is not None and (problem.reason != "unknown_speculative_option" or problem.did_you_mean):
                     problems.append(f"{cand.option_location(key)}: {problem.message} (fix: {problem.fix})")
+        problems += lossy_plan_problems(plan, lossy_verification)
         return list(dict.fromkeys(problems))  # a sweep's sub-candidates share their entry's mistakes
 
     def audit(self, plan: Plan, setup: EngineSetup) -> list[Finding]:
@@ -244,6 +246,7 @@ class VllmEngine:
             options=options_gate(method, cand, caps),
             capacity=lambda proposer: self.capacity_terms(ctx, proposer),
             resolving=Resolving(home=home, python=ctx.setup.python, verify_weights=ctx.verify_weights),
+            lossy=lossy_verification(cand.options),
         )
 
     @staticmethod

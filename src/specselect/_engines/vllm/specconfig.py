@@ -23,8 +23,10 @@ from specselect._engines.base import Proposal
 from specselect.errors import ConfigError
 
 __all__ = [
+    "EXACT_REJECTION_METHODS",
     "FALLBACK_CONFIG_KEYS",
     "FAMILY_METHODS",
+    "LOSSY_REJECTION_METHODS",
     "METHODS_WITHOUT_FAMILY",
     "METHOD_OPTIONS",
     "PROPOSER_CLASS_OPTION",
@@ -32,6 +34,7 @@ __all__ = [
     "build_speculative_config",
     "default_method",
     "family_methods",
+    "lossy_verification",
     "option_problem",
     "speculative_config_json",
 ]
@@ -170,6 +173,24 @@ _BOOL_OPTIONS = frozenset(
     }
 )
 _FLOAT_OPTIONS = frozenset({"suffix_decoding_max_spec_factor", "suffix_decoding_min_token_prob"})
+
+
+EXACT_REJECTION_METHODS = ("standard", "block")
+"""vLLM 0.32's `rejection_sample_method` values that keep the target's outputs: rejection sampling ('standard') and
+block verification ('block', Sun et al.: it verifies the drafts jointly and is lossless too)."""
+LOSSY_REJECTION_METHODS = ("synthetic",)
+"""vLLM 0.32's values that do not: 'synthetic' accepts drafts at a set rate whatever the target says (a benchmark
+of what an acceptance rate would buy, even at temperature 0). Any value not known as exact counts as lossy."""
+_REJECTION_KEY = "rejection_sample_method"
+
+
+def lossy_verification(options: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(option, why) when the options make vLLM's verification trade exactness for speed; None when exact."""
+    method = options.get(_REJECTION_KEY, EXACT_REJECTION_METHODS[0])
+    if method in EXACT_REJECTION_METHODS:
+        return None
+    what = "accepts drafts at a set rate whatever the target says" if method == "synthetic" else "is not exact"
+    return _REJECTION_KEY, f"rejection_sample_method {method!r} {what}: the outputs are not the target's"
 
 
 def family_methods(family: str) -> tuple[str, ...]:
