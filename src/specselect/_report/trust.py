@@ -1,6 +1,7 @@
 """What a run's closing lines must say before any decision is read: which pairs rest on less than the plan
 measured -- a lossy candidate whose outputs are not the target's, rounds a busy host or foreign traffic took out,
-pairs with no trusted round, rounds left out for the time budget, a drift -- and what to do about each. Read from the results only."""
+pairs with no trusted round, rounds left out for the time budget, a drift -- and what to do about each. Read
+from the results only."""
 
 from __future__ import annotations
 
