@@ -510,6 +510,7 @@ def test_a_lossy_verification_setting_is_refused_unless_the_candidate_opts_in() 
     assert admitted.run_status is RunStatus.RUNNABLE
     assert admitted.lossy == refused.lossy
     assert admitted.facts["compatibility.lossy_option"] == "rejection_sample_method"
+    assert admitted.explained.startswith("admitted (lossy: rejection_sample_method 'synthetic'")
     # Block verification keeps the target's outputs: exact, so nothing is marked.
     block = decide(Cand("blk", "ngram", options={"rejection_sample_method": "block"}))
     assert block.run_status is RunStatus.RUNNABLE and block.lossy is None

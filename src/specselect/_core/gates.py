@@ -167,7 +167,10 @@ class AdmissionResult(BaseModel):
 
     @property
     def explained(self) -> str:
-        """The reason, followed by the deciding gate's detail when there is one."""
+        """The reason, followed by the deciding gate's detail when there is one (an admitted lossy candidate: why
+        it is lossy)."""
+        if self.admitted and self.lossy is not None:
+            return f"{self.reason} (lossy: {self.lossy})"
         return f"{self.reason}: {self.detail}" if self.detail else self.reason
 
 

@@ -62,6 +62,9 @@ class HandoffCandidate(BaseModel):
     """The baseline this candidate was paired with: compare only its ratios with other tracks' ratios."""
     acceptance_spread: AcceptanceSpread | None = None
     """Acceptance per draft position with its interval, from the per-request counters (None when not exported)."""
+    lossy: str | None = None
+    """Why this configuration's verification is not exact: deployed, its outputs are NOT the target's (the plan
+    opted in with `allow_lossy`; quality was the distribution test's). None: exact verification."""
 
 
 class HandoffScenario(BaseModel):

@@ -77,6 +77,7 @@ def _handoff_candidate(
         proposer_snapshot=group.proposer_snapshot if scenario_run is not None else None,
         track=entry.track,
         acceptance_spread=acceptance_spread(inputs.records.timed(group.group, entry.scenario), policy),
+        lossy=entry.evidence.lossy,
     )
 
 
