@@ -86,7 +86,7 @@ def test_parse_follows_the_method_annotation_through_aliases() -> None:
 def test_parse_without_the_class_falls_back_to_the_alias() -> None:
     source = 'from typing import Literal\nSpeculativeMethod = Literal["ngram", "medusa"]\n'
     assert parse_spec_methods(source)["spec_methods"] == ["ngram", "medusa"]
-    assert parse_spec_methods("x = 1\n") == {"spec_methods": [], "mtp_methods": []}
+    assert parse_spec_methods("x = 1\n") == {"spec_methods": [], "mtp_methods": [], "rejection_sample_methods": []}
 
 
 def test_the_speculative_config_fields_show_which_runtime_controllers_exist(tmp_path: Path) -> None:

