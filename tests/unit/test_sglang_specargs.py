@@ -9,6 +9,7 @@ import pytest
 from specselect._core.gates import AdmissionInput, GateCheck, admit
 from specselect._core.status import RunStatus
 from specselect._engines.base import Proposal
+from specselect._engines.sglang.engine import SglangEngine
 from specselect._engines.sglang.gate import backend_gate
 from specselect._engines.sglang.specargs import (
     build_sglang_speculative_args,
@@ -16,6 +17,7 @@ from specselect._engines.sglang.specargs import (
     sglang_flag,
     supported_methods,
 )
+from specselect._plan import Plan
 from specselect.errors import ConfigError
 from specselect.records.capabilities import DeviceInfo, SglangCapabilities
 
@@ -343,3 +345,37 @@ def test_dspark_and_uno_run_where_the_installed_sglang_declares_them() -> None:
     assert gate(("EAGLE", "DSPARK", "UNO"), "dspark").passed
     assert gate(("EAGLE", "DSPARK", "UNO"), "uno").passed
     assert gate(("EAGLE",), "dspark").reason == "method_not_in_backend"
+
+
+def test_validate_names_a_relaxed_accept_threshold_as_lossy() -> None:
+    def plan(allow: bool, temperature: Any) -> Plan:
+        candidate = {
+            "name": "g1_eagle3",
+            "family": "eagle",
+            "method": "eagle3",
+            "proposer": DRAFT,
+            "num_speculative_tokens": 3,
+            "allow_lossy": allow,
+            "options": {"accept_threshold_single": 0.7},
+        }
+        return Plan.model_validate(
+            {
+                "schema_version": 1,
+                "label": "l",
+                "target": {"model": "builtin:smollm2-135m"},
+                "engine": {"kind": "sglang", "python": "/envs/sglang/bin/python"},
+                "sampling": {"temperature": temperature},
+                "workloads": {"w": "builtin:general"},
+                "candidates": [candidate],
+            }
+        )
+
+    engine = SglangEngine(python="/envs/sglang/bin/python")
+    assert engine.plan_problems(plan(False, [0.0, 0.7])) == [
+        "candidates.g1_eagle3.options.accept_threshold_single: accept_threshold_single 0.7 accepts draft tokens the "
+        "target would not emit: the outputs are not the target's, so it would fail parity (fix: set allow_lossy = "
+        "true in candidates.g1_eagle3 to measure it as lossy, or remove the option)"
+    ]
+    assert engine.plan_problems(plan(True, [0.0, 0.7])) == []
+    (greedy_only,) = engine.plan_problems(plan(True, 0.0))
+    assert greedy_only.startswith("candidates.g1_eagle3.allow_lossy: a lossy candidate is judged by the distribution")
