@@ -127,7 +127,7 @@ _COMMON_OPTIONS = frozenset(
 )
 _ALGORITHM_OPTIONS: Mapping[str, frozenset[str]] = MappingProxyType(
     {
-        "eagle": frozenset({"num_steps", "eagle_topk", "token_map"}),
+        "eagle": frozenset({"num_steps", "eagle_topk", "token_map", "use_block_verification"}),
         "ngram": frozenset(
             {
                 "ngram_min_match_window_size",
@@ -143,7 +143,15 @@ _ALGORITHM_OPTIONS: Mapping[str, frozenset[str]] = MappingProxyType(
                 "ngram_external_corpus_max_tokens",
             }
         ),
-        "dflash": frozenset({"eagle_topk", "dflash_block_size", "dflash_draft_window_size", "draft_window_size"}),
+        "dflash": frozenset(
+            {
+                "eagle_topk",
+                "dflash_block_size",
+                "dflash_draft_window_size",
+                "draft_window_size",
+                "use_block_verification",
+            }
+        ),
         "dspark": frozenset(
             {
                 "dspark_block_size",
@@ -154,7 +162,7 @@ _ALGORITHM_OPTIONS: Mapping[str, frozenset[str]] = MappingProxyType(
                 "use_block_verification",
             }
         ),
-        "uno": frozenset({"eagle_topk", "num_steps", "use_block_verification"}),
+        "uno": frozenset({"eagle_topk", "num_steps"}),
         "plugin": frozenset(),
     }
 )
