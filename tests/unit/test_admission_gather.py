@@ -511,6 +511,12 @@ def test_a_lossy_verification_setting_is_refused_unless_the_candidate_opts_in() 
     assert admitted.lossy == refused.lossy
     assert admitted.facts["compatibility.lossy_option"] == "rejection_sample_method"
     assert admitted.explained.startswith("admitted (lossy: rejection_sample_method 'synthetic'")
+    # vLLM 0.32's CPU kernels assert synthetic mode off: the server would start, then die at the first request.
+    on_cpu = decide(
+        Cand("syn", "ngram", options=synthetic, allow_lossy=True), capabilities=caps(synthetic_rejection_on_cpu=False)
+    )
+    assert (on_cpu.run_status, on_cpu.reason) == (RunStatus.UNSUPPORTED, "requires_cuda")
+    assert on_cpu.facts["backend.option"] == "rejection_sample_method"
     # Block verification keeps the target's outputs: exact, so nothing is marked.
     block = decide(Cand("blk", "ngram", options={"rejection_sample_method": "block"}))
     assert block.run_status is RunStatus.RUNNABLE and block.lossy is None

@@ -224,6 +224,7 @@ def test_probe_on_real_vllm_installations(tmp_path: Path) -> None:
             assert method in caps.spec_methods
         assert caps.method_hardware.get("ngram_gpu") == "cuda"
         assert caps.per_request_spec_metrics_flag is True
+        assert caps.synthetic_rejection_on_cpu is False  # its CPU kernels assert synthetic mode off
         assert caps.device_kind == "cpu"
         # vLLM 0.32 declares all three: the batch-size schedule, suffix's match length, DSpark's verification.
         assert [c.name for c in caps.runtime_controllers] == [

@@ -113,6 +113,9 @@ class VllmCapabilities(EngineCapabilities):
     optional_modules: dict[str, bool]
     speculative_config_keys: tuple[str, ...] = ()
     """The fields of the installed `SpeculativeConfig` a user may set (read from its sources by the probe)."""
+    synthetic_rejection_on_cpu: bool = True
+    """Whether the CPU build verifies with `rejection_sample_method = "synthetic"` (vLLM 0.32's CPU kernels assert it
+    off: the server starts, then dies at the first request)."""
     speculative_config_keys_source: Literal["engine_source", "fallback_list"] = "fallback_list"
     """`engine_source`: read from the installed vLLM; `fallback_list`: the probe could not read them, so
     specselect's hand-kept list of vLLM 0.32's keys is checked instead."""

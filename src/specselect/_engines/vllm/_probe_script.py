@@ -166,6 +166,9 @@ def probe() -> dict[str, object]:
         "--per-request-spec-decode-metrics" in arg_utils
     )
     out["method_hardware"] = _method_hardware(vllm_dir, parsed["spec_methods"])
+    # The CPU build's stand-ins for the rejection sampler's Triton kernels assert that synthetic mode is off.
+    cpu_kernels = _read(vllm_dir / "utils" / "cpu_triton_utils.py")
+    out["synthetic_rejection_on_cpu"] = "Synthetic acceptance not supported" not in cpu_kernels
     out["seconds"] = round(time.monotonic() - started, 4)
     return out
 

@@ -38,6 +38,16 @@ def _suffix_check(caps: EngineCapabilities, facts: dict[str, FactValue]) -> Gate
     )
 
 
+def _synthetic_check(candidate: Candidate, caps: EngineCapabilities, facts: dict[str, FactValue]) -> GateCheck | None:
+    """Synthetic rejection sampling where the CPU build's kernels refuse it (the server would die at the first
+    request: measured with vLLM 0.32.0+cpu)."""
+    if candidate.options.get("rejection_sample_method") != "synthetic" or not caps.on_cpu:
+        return None
+    if not isinstance(caps, VllmCapabilities) or caps.synthetic_rejection_on_cpu:
+        return None
+    return GateCheck.fail("requires_cuda", method_requires_device="cuda", option="rejection_sample_method", **facts)
+
+
 def backend_gate(
     method: str, candidate: Candidate, caps: EngineCapabilities, *, data_parallel_size: int = 1
 ) -> GateCheck:
@@ -61,6 +71,7 @@ def backend_gate(
         if required != caps.device_kind:
             return GateCheck.fail(f"requires_{required}", **facts)
     refused = _suffix_check(caps, facts) if method == "suffix" else None
+    refused = refused or _synthetic_check(candidate, caps, facts)
     refused = refused or controller_check(method, candidate, caps, facts, data_parallel_size=data_parallel_size)
     return refused if refused is not None else GateCheck.ok(**facts)
 
