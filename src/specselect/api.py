@@ -68,6 +68,7 @@ RESULT_COLUMNS: tuple[str, ...] = (
     "mean_acceptance_length",
     "parity",
     "quality_check",
+    "lossy",
 )
 """The columns of `Results.rows()` and `to_pandas`, one row per candidate x scenario of `evidence.json`."""
 
@@ -235,6 +236,7 @@ def _row(entry: ScenarioEvidence, run_status: str | None) -> dict[str, object]:
         "mean_acceptance_length": None if telemetry is None else telemetry.mean_acceptance_length,
         "parity": _parity(entry),
         "quality_check": pair.quality_check,
+        "lossy": pair.lossy,
     }
 
 

@@ -86,7 +86,7 @@ def test_parse_follows_the_method_annotation_through_aliases() -> None:
 def test_parse_without_the_class_falls_back_to_the_alias() -> None:
     source = 'from typing import Literal\nSpeculativeMethod = Literal["ngram", "medusa"]\n'
     assert parse_spec_methods(source)["spec_methods"] == ["ngram", "medusa"]
-    assert parse_spec_methods("x = 1\n") == {"spec_methods": [], "mtp_methods": []}
+    assert parse_spec_methods("x = 1\n") == {"spec_methods": [], "mtp_methods": [], "rejection_sample_methods": []}
 
 
 def test_the_speculative_config_fields_show_which_runtime_controllers_exist(tmp_path: Path) -> None:
@@ -224,6 +224,7 @@ def test_probe_on_real_vllm_installations(tmp_path: Path) -> None:
             assert method in caps.spec_methods
         assert caps.method_hardware.get("ngram_gpu") == "cuda"
         assert caps.per_request_spec_metrics_flag is True
+        assert caps.synthetic_rejection_on_cpu is False  # its CPU kernels assert synthetic mode off
         assert caps.device_kind == "cpu"
         # vLLM 0.32 declares all three: the batch-size schedule, suffix's match length, DSpark's verification.
         assert [c.name for c in caps.runtime_controllers] == [

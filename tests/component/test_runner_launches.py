@@ -182,12 +182,12 @@ def test_a_schedule_candidates_second_launch_runs_the_schedule_its_first_launch_
         derivations.append("derived")
         return derived
 
-    def as_option(self: SglangEngine, ranges: object, setup: object) -> dict[str, int]:
+    def as_option(self: SglangEngine, ranges: object, ctx: object) -> dict[str, int]:
         return {"speculative_ngram_max_trie_depth": 1000 + sum(k for _, _, k in ranges)}  # type: ignore[attr-defined]
 
     monkeypatch.setattr(schedule_module, "_derive", derive)
     monkeypatch.setattr(SglangEngine, "batch_schedule", as_option)
-    monkeypatch.setattr(sglang_engine_module, "controller_check", lambda *args: None)  # admits the controller
+    monkeypatch.setattr(sglang_engine_module, "controller_check", lambda *args, **kwargs: None)  # admits the controller
     opts = _options(tmp_path)
     text = Path(opts.plan_ref).read_text().split("[[candidates]]")[0].replace("repeats = 2\n", "concurrency = [1, 2]\n")
     Path(opts.plan_ref).write_text(

@@ -19,12 +19,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "data"))  
 import sglang_fake_install as FAKE
 
 from specselect._engines.devices import DeviceScan
+from specselect._engines.launching import controller_check
 from specselect._engines.sglang import _probe_script as script
 from specselect._engines.sglang import probe as probe_module
 from specselect._engines.sglang.engine import SglangEngine
-from specselect._engines.sglang.probe import LAUNCH_FLAGS, probe_sglang, sglang_probe_cache_key
+from specselect._engines.sglang.probe import ADAPTIVE_CONTROLLER, LAUNCH_FLAGS, probe_sglang, sglang_probe_cache_key
+from specselect._plan import Candidate
 from specselect.errors import ConfigError, EngineSetupError
-from specselect.records.capabilities import DeviceInfo
+from specselect.records.capabilities import DeviceInfo, SglangCapabilities
 
 DATA = Path(__file__).resolve().parents[1] / "unit" / "data"
 
@@ -165,3 +167,47 @@ def test_engine_probe_and_its_limits(tmp_path: Path) -> None:
         SglangEngine(command=["sglang", "serve"]).probe()
     with pytest.raises(ConfigError, match="needs a python or a command"):
         SglangEngine()
+
+
+def test_installed_plugins_are_listed_without_being_loaded(tmp_path: Path) -> None:
+    FAKE.install(tmp_path, "annotated-split")
+    record = tmp_path / "myspec-1.0.dist-info"
+    record.mkdir()
+    (record / "METADATA").write_text("Metadata-Version: 2.1\nName: myspec\nVersion: 1.0\n", encoding="utf-8")
+    (record / "entry_points.txt").write_text(
+        "[sglang.srt.plugins]\nmyspec = myspec_not_importable.plugin:register\n[console_scripts]\nx = y:z\n",
+        encoding="utf-8",
+    )
+    found = script.probe([str(tmp_path)])
+    assert found["plugins"] == [{"name": "myspec", "value": "myspec_not_importable.plugin:register", "dist": "myspec"}]
+    assert found["plugin_registration"] is False  # this layout predates SpeculativeAlgorithm.register
+
+
+def test_the_adaptive_controller_is_refused_where_sglang_would_turn_it_off() -> None:
+    caps = script_caps().model_copy(update={"runtime_controllers": (ADAPTIVE_CONTROLLER,)})
+    adaptive = Candidate(name="c", family="ngram", options={"speculative_adaptive": True})
+    refused = controller_check("ngram", adaptive, caps, {})
+    assert refused is not None and refused.reason == "runtime_controller_not_for_method"
+    assert controller_check("eagle3", adaptive, caps, {}) is None
+    on_cpu = caps.model_copy(update={"device_kind": "cpu"})
+    assert controller_check("eagle3", adaptive, on_cpu, {}).reason == "requires_cuda"  # type: ignore[union-attr]
+
+
+def script_caps() -> SglangCapabilities:
+    return SglangCapabilities(
+        engine_version="0.5.23",
+        python="/envs/sglang/bin/python",
+        device_kind="cuda",
+        devices=(DeviceInfo(name="GPU", memory_mb=81920, index=0),),
+        memory_budget_mb=81920,
+        memory_budget_basis="test",
+        spec_methods=("eagle", "eagle3"),
+        method_hardware={"eagle": "cuda", "eagle3": "cuda"},
+        versions={"sglang": "0.5.23"},
+        speculative_algorithms=("EAGLE", "EAGLE3"),
+        algorithm_source="registry",
+        speculative_flags=("--speculative-adaptive",),
+        launch_flags={},
+        server_endpoints=(),
+        probed_in_s=0.01,
+    )

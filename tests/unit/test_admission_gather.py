@@ -20,7 +20,7 @@ from specselect._engines import EngineSetup, GroupContext
 from specselect._engines.settings import memory_flags
 from specselect._engines.sglang.engine import SglangEngine
 from specselect._engines.sglang.gate import sglang_method
-from specselect._engines.sglang.specargs import supported_methods
+from specselect._engines.sglang.specargs import lossy_verification, supported_methods
 from specselect._engines.vllm.controllers import KNOWN_CONTROLLERS
 from specselect._engines.vllm.engine import VllmEngine
 from specselect._plan import EngineConfig, TargetConfig, load_plan
@@ -58,6 +58,7 @@ class Cand:
     engine_args: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
     schedule_of: str | None = None
+    allow_lossy: bool = False
 
 
 def caps(**changes: Any) -> VllmCapabilities:
@@ -179,6 +180,16 @@ def test_a_schedule_candidate_runs_where_the_probe_found_the_batch_size_schedule
     result = decide(Cand("g1.schedule", "ngram", schedule_of="g1"), capabilities=found)
     assert result.run_status is RunStatus.RUNNABLE
     assert result.facts["backend.runtime_controller"] == "batch_size_schedule"
+
+
+def test_a_schedule_is_refused_for_a_fixed_length_proposer_and_above_one_data_parallel_rank() -> None:
+    found = caps(runtime_controllers=KNOWN_CONTROLLERS, device_kind="cpu", optional_modules={"arctic_inference": True})
+    suffix = decide(Cand("g1.schedule", "suffix", schedule_of="g1"), capabilities=found)
+    assert (suffix.run_status, suffix.reason) == (RunStatus.UNSUPPORTED, "runtime_controller_not_for_method")
+    assert "suffix" in str(suffix.facts["backend.controller_excluded_methods"])
+    on_two = decide(Cand("g1.schedule", "ngram", schedule_of="g1"), capabilities=found, data_parallel_size=2)
+    assert on_two.reason == "runtime_controller_not_with_data_parallel"
+    assert on_two.facts["backend.data_parallel_size"] == 2
 
 
 def test_backend_facts_and_passing_cases() -> None:
@@ -487,3 +498,35 @@ def test_the_audit_says_when_option_keys_come_from_the_fallback_list() -> None:
     assert "option_keys_fallback" in [code for _, code, _ in VllmEngine().audit(plan, fallback)]
     read = EngineSetup(kind="vllm", caps=caps(speculative_config_keys_source="engine_source"))
     assert "option_keys_fallback" not in [code for _, code, _ in VllmEngine().audit(plan, read)]
+
+
+def test_a_lossy_verification_setting_is_refused_unless_the_candidate_opts_in() -> None:
+    synthetic = {"prompt_lookup_max": 4, "rejection_sample_method": "synthetic", "synthetic_acceptance_length": 2.0}
+    refused = decide(Cand("syn", "ngram", options=synthetic))
+    assert (refused.run_status, refused.gate, refused.reason) == (
+        RunStatus.INCOMPATIBLE,
+        "compatibility",
+        "lossy_verification_not_allowed",
+    )
+    assert refused.lossy is not None and "synthetic" in refused.lossy
+    assert "allow_lossy = true" in str(refused.detail)
+    admitted = decide(Cand("syn", "ngram", options=synthetic, allow_lossy=True))
+    assert admitted.run_status is RunStatus.RUNNABLE
+    assert admitted.lossy == refused.lossy
+    assert admitted.facts["compatibility.lossy_option"] == "rejection_sample_method"
+    assert admitted.explained.startswith("admitted (lossy: rejection_sample_method 'synthetic'")
+    # vLLM 0.32's CPU kernels assert synthetic mode off: the server would start, then die at the first request.
+    on_cpu = decide(
+        Cand("syn", "ngram", options=synthetic, allow_lossy=True), capabilities=caps(synthetic_rejection_on_cpu=False)
+    )
+    assert (on_cpu.run_status, on_cpu.reason) == (RunStatus.UNSUPPORTED, "requires_cuda")
+    assert on_cpu.facts["backend.option"] == "rejection_sample_method"
+    # Block verification keeps the target's outputs: exact, so nothing is marked.
+    block = decide(Cand("blk", "ngram", options={"rejection_sample_method": "block"}))
+    assert block.run_status is RunStatus.RUNNABLE and block.lossy is None
+
+
+def test_sglang_relaxed_accept_thresholds_are_lossy() -> None:
+    assert lossy_verification({"accept_threshold_single": 0.8})[0] == "accept_threshold_single"  # type: ignore[index]
+    assert lossy_verification({"speculative_accept_threshold_acc": 0.5}) is not None
+    assert lossy_verification({"accept_threshold_single": 1.0, "accept_threshold_acc": 1}) is None

@@ -88,6 +88,29 @@ def test_validate_names_the_option_key_a_misspelt_one_was_meant_to_be(
         assert run_cli(capsys, "validate", str(path))[0] == 0
 
 
+def test_validate_refuses_a_lossy_verification_setting_unless_the_candidate_opts_in(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    synthetic = 'prompt_lookup_max = 5, rejection_sample_method = "synthetic", synthetic_acceptance_length = 3.0 }'
+    path = tmp_path / "p.toml"
+    sampled = builtin_plan_text("cpu-sampled").replace("prompt_lookup_max = 5 }", synthetic, 1)
+    path.write_text(sampled, encoding="utf-8")
+    code, out, err = run_cli(capsys, "validate", str(path))
+    assert (code, out) == (2, "")
+    assert err.splitlines()[1:] == [
+        "candidates.g1_ngram.options.rejection_sample_method: rejection_sample_method 'synthetic' accepts drafts at a "
+        "set rate whatever the target says: the outputs are not the target's, so it would fail parity (fix: set "
+        "allow_lossy = true in candidates.g1_ngram to measure it as lossy, or remove the option)"
+    ]
+    opted_in = sampled.replace('name = "g1_ngram"\n', 'name = "g1_ngram"\nallow_lossy = true\n', 1)
+    path.write_text(opted_in, encoding="utf-8")
+    assert run_cli(capsys, "validate", str(path))[0] == 0
+    # Judged by the distribution test: a plan that samples nothing above temperature 0 cannot judge it.
+    path.write_text(opted_in.replace("temperature = [0.0, 0.7]", "temperature = 0.0", 1), encoding="utf-8")
+    code, _, err = run_cli(capsys, "validate", str(path))
+    assert code == 2 and "candidates.g1_ngram.allow_lossy: a lossy candidate is judged by the distribution test" in err
+
+
 def test_validate_toml_error_names_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     path = tmp_path / "p.toml"
     path.write_text('schema_version = 1\nlabel = "x\n', encoding="utf-8")

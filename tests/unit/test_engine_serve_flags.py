@@ -140,7 +140,7 @@ def test_a_schedule_is_merged_into_the_speculative_config_and_the_proposer_snaps
     engine = VllmEngine()
     candidate = Candidate(name="g2_draft", family="draft_model", proposer="builtin:draft", num_speculative_tokens=3)
     ctx = _ctx(candidate)
-    setting = engine.batch_schedule(((1, 2, 3), (3, None, 0)), ctx.setup)
+    setting = engine.batch_schedule(((1, 2, 3), (3, None, 0)), ctx)
     assert setting == {"num_speculative_tokens_per_batch_size": [[1, 2, 3], [3, 1 << 20, 0]]}
     draft = TARGET.model_copy(update={"ref": "builtin:draft", "path": Path("/models/draft"), "snapshot": "d" * 40})
     ok = GateCheck.ok()
@@ -202,7 +202,7 @@ def test_sglang_writes_its_own_speculative_arguments() -> None:
     assert "--enable-metrics" not in args  # specselect's measurement flag, not the configuration's
     assert flags.engine_version == "0.5.4" and flags.speculative is not None
     assert flags.speculative_local_keys == ("speculative_draft_model_path",)
-    assert SglangEngine(python=caps.python).batch_schedule(((1, None, 3),), ctx.setup) is None
+    assert SglangEngine(python=caps.python).batch_schedule(((1, None, 3),), ctx) is None
 
 
 def test_a_container_plans_hand_off_is_the_users_own_run_with_the_port_published_and_env_by_name() -> None:
@@ -264,3 +264,14 @@ def test_the_preload_is_the_one_settings_default(tmp_path: Path, monkeypatch: py
     caps = _caps().model_copy(update={"python": str(tmp_path / "env" / "bin" / "python")})
     monkeypatch.setattr("specselect._engines.vllm.engine.PRELOAD_BY_DEFAULT", False)
     assert "LD_PRELOAD" not in VllmEngine().serve_flags(_ctx(NGRAM, caps), None).env
+
+
+def test_no_schedule_for_a_fixed_length_proposer_or_above_one_data_parallel_rank() -> None:
+    """vLLM 0.32's suffix, Medusa and GPU n-gram proposers assert the configured length (vllm#46399); vLLM turns the
+    schedule off above data parallel size 1. The CPU n-gram proposer takes a shorter length."""
+    engine, ranges = VllmEngine(), ((1, 2, 3), (3, None, 0))
+    assert engine.batch_schedule(ranges, _ctx(NGRAM)) is not None
+    for family, method in (("suffix", None), ("ngram", "ngram_gpu"), ("medusa", None)):
+        candidate = Candidate(name="g", family=family, method=method, num_speculative_tokens=3)
+        assert engine.batch_schedule(ranges, _ctx(candidate)) is None, method or family
+    assert engine.batch_schedule(ranges, _ctx(NGRAM, data_parallel_size=2)) is None

@@ -207,3 +207,17 @@ def test_the_engines_keys_decide_which_keys_exist() -> None:
         Proposal("draft_model", None, 4, "/d", {"kv_cache_dtype": "fp8", "brand_new_knob": 1}), engine_keys=engine_keys
     )
     assert cfg["kv_cache_dtype"] == "fp8" and cfg["brand_new_knob"] == 1
+
+
+def test_a_custom_class_proposer_is_named_by_its_class_path() -> None:
+    config = build_speculative_config(Proposal("custom", None, 3, None, {"proposer_class": "my_pkg.spec.MyProposer"}))
+    assert config == {"method": "custom_class", "model": "my_pkg.spec.MyProposer", "num_speculative_tokens": 3}
+    for proposal, where in (
+        (Proposal("custom", None, 3, None, {}), "options.proposer_class"),
+        (Proposal("custom", None, 3, None, {"proposer_class": "not a path"}), "options.proposer_class"),
+        (Proposal("custom", None, 3, "/models/x", {"proposer_class": "a.B"}), "proposer"),
+        (Proposal("ngram", None, 3, None, {"proposer_class": "a.B"}), "options.proposer_class"),
+        (Proposal("uno", None, 3, "/models/lora", {}), "family"),
+    ):
+        with pytest.raises(ConfigError, match=where):
+            build_speculative_config(proposal, location="plan.toml: candidates.c1")

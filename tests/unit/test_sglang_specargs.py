@@ -9,6 +9,7 @@ import pytest
 from specselect._core.gates import AdmissionInput, GateCheck, admit
 from specselect._core.status import RunStatus
 from specselect._engines.base import Proposal
+from specselect._engines.sglang.engine import SglangEngine
 from specselect._engines.sglang.gate import backend_gate
 from specselect._engines.sglang.specargs import (
     build_sglang_speculative_args,
@@ -16,6 +17,7 @@ from specselect._engines.sglang.specargs import (
     sglang_flag,
     supported_methods,
 )
+from specselect._plan import Plan
 from specselect.errors import ConfigError
 from specselect.records.capabilities import DeviceInfo, SglangCapabilities
 
@@ -58,7 +60,12 @@ def caps(algorithms: tuple[str, ...], *, device_kind: str = "cuda", version: str
         ("eagle", "EAGLE3", "EAGLE3"),
         ("dflash", None, "DFLASH"),
         ("suffix", None, None),
-        ("dspark", None, None),
+        ("dspark", None, "DSPARK"),
+        ("uno", None, "UNO"),
+        ("custom", "my_spec", "MY_SPEC"),
+        ("plugin", "My-Spec", None),
+        ("custom", None, None),
+        ("custom", "eagle3", None),
         ("medusa", None, None),
         ("mlp_speculator", None, None),
         ("eagle", "ngram", None),
@@ -170,6 +177,50 @@ def test_supported_methods_follow_the_probed_algorithms() -> None:
             {},
             {"speculative_algorithm": "EAGLE3", "speculative_draft_model_path": DRAFT},
         ),
+        (
+            "dspark",
+            None,
+            7,
+            DRAFT,
+            {"dspark_block_size": 7},
+            {
+                "speculative_algorithm": "DSPARK",
+                "speculative_draft_model_path": DRAFT,
+                "speculative_num_draft_tokens": 8,
+                "speculative_dspark_block_size": 7,
+            },
+        ),
+        (
+            "uno",
+            None,
+            3,
+            "/models/uno-lora",
+            {},
+            {"speculative_algorithm": "UNO", "uno_lora_path": "/models/uno-lora", "speculative_num_draft_tokens": 4},
+        ),
+        (
+            "custom",
+            "my_spec",
+            3,
+            None,
+            {},
+            {"speculative_algorithm": "MY_SPEC", "speculative_num_draft_tokens": 4},
+        ),
+        (
+            "eagle",
+            "eagle3",
+            3,
+            DRAFT,
+            {"adaptive": True},
+            {
+                "speculative_algorithm": "EAGLE3",
+                "speculative_draft_model_path": DRAFT,
+                "speculative_num_steps": 3,
+                "speculative_eagle_topk": 1,
+                "speculative_num_draft_tokens": 4,
+                "speculative_adaptive": True,
+            },
+        ),
     ],
 )
 def test_exact_arguments_per_algorithm(case: tuple[Any, ...]) -> None:
@@ -274,3 +325,57 @@ def test_gate_refusals_become_unsupported() -> None:
         ),
     )
     assert result.run_status == RunStatus.UNSUPPORTED and result.reason == "family_not_in_engine"
+
+
+def test_a_plugin_algorithm_needs_registration_and_an_installed_plugin() -> None:
+    algorithms = ("EAGLE", "DSPARK", "UNO")
+    base = caps(algorithms)
+    without_registration = backend_gate("custom", "my_spec", base)
+    assert without_registration.reason == "method_not_in_backend"
+    no_plugin = backend_gate("custom", "my_spec", base.model_copy(update={"plugin_registration": True}))
+    assert no_plugin.reason == "plugin_not_installed"
+    installed = base.model_copy(update={"plugin_registration": True, "plugins": ("myspec=myspec.plugin:register",)})
+    passed = backend_gate("custom", "my_spec", installed)
+    assert passed.passed and passed.facts["plugin_algorithm_checked_at"] == "server_start"
+    on_cpu = installed.model_copy(update={"device_kind": "cpu"})
+    assert backend_gate("custom", "my_spec", on_cpu).reason == "requires_cuda"
+
+
+def test_dspark_and_uno_run_where_the_installed_sglang_declares_them() -> None:
+    assert gate(("EAGLE", "DSPARK", "UNO"), "dspark").passed
+    assert gate(("EAGLE", "DSPARK", "UNO"), "uno").passed
+    assert gate(("EAGLE",), "dspark").reason == "method_not_in_backend"
+
+
+def test_validate_names_a_relaxed_accept_threshold_as_lossy() -> None:
+    def plan(allow: bool, temperature: Any) -> Plan:
+        candidate = {
+            "name": "g1_eagle3",
+            "family": "eagle",
+            "method": "eagle3",
+            "proposer": DRAFT,
+            "num_speculative_tokens": 3,
+            "allow_lossy": allow,
+            "options": {"accept_threshold_single": 0.7},
+        }
+        return Plan.model_validate(
+            {
+                "schema_version": 1,
+                "label": "l",
+                "target": {"model": "builtin:smollm2-135m"},
+                "engine": {"kind": "sglang", "python": "/envs/sglang/bin/python"},
+                "sampling": {"temperature": temperature},
+                "workloads": {"w": "builtin:general"},
+                "candidates": [candidate],
+            }
+        )
+
+    engine = SglangEngine(python="/envs/sglang/bin/python")
+    assert engine.plan_problems(plan(False, [0.0, 0.7])) == [
+        "candidates.g1_eagle3.options.accept_threshold_single: accept_threshold_single 0.7 accepts draft tokens the "
+        "target would not emit: the outputs are not the target's, so it would fail parity (fix: set allow_lossy = "
+        "true in candidates.g1_eagle3 to measure it as lossy, or remove the option)"
+    ]
+    assert engine.plan_problems(plan(True, [0.0, 0.7])) == []
+    (greedy_only,) = engine.plan_problems(plan(True, 0.0))
+    assert greedy_only.startswith("candidates.g1_eagle3.allow_lossy: a lossy candidate is judged by the distribution")

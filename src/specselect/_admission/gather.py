@@ -19,7 +19,7 @@ from specselect._admission.capacity import CapacityTerms, capacity_check
 from specselect._admission.compat import check_compatibility
 from specselect._assets.refs import resolve_model
 from specselect._core.families import AssetKind, classify_family
-from specselect._core.gates import GATE_ORDER, AdmissionInput, FactValue, GateCheck
+from specselect._core.gates import GATE_ORDER, LOSSY_FACT, LOSSY_REFUSED, AdmissionInput, FactValue, GateCheck
 from specselect._plan import Candidate
 from specselect.errors import EngineSetupError
 from specselect.records.assets import ResolvedModel
@@ -137,6 +137,21 @@ CapacityFor = Callable[[ResolvedModel | None], CapacityTerms]
 """The engine's capacity terms for a server with the given proposer (None: target only)."""
 
 
+def _with_lossy(options: GateCheck | None, lossy: tuple[str, str] | None, *, allowed: bool) -> GateCheck | None:
+    """The option check with the lossy verdict: refused unless allowed, else a fact of the passing check."""
+    if lossy is None or (options is not None and not options.passed):
+        return options
+    key, why = lossy
+    facts = {**(options.facts if options is not None else {}), LOSSY_FACT: why, "lossy_option": key}
+    if not allowed:
+        return GateCheck.fail(
+            LOSSY_REFUSED,
+            detail=f"{why}; set allow_lossy = true on the candidate to measure it anyway",
+            **facts,
+        )
+    return GateCheck.ok(**facts)
+
+
 def gather_admission(
     candidate: Candidate,
     target: ResolvedModel,
@@ -146,11 +161,14 @@ def gather_admission(
     capacity: CapacityFor,
     options: GateCheck | None = None,
     resolving: Resolving | None = None,
+    lossy: tuple[str, str] | None = None,
 ) -> Gathered:
     """Facts of every gate for `candidate` after the engine's backend gate, plus its method and proposer.
 
     `options` is the engine's check of the candidate's option keys: part of gate 4, decided before the
-    proposer's compatibility. `resolving` says how the proposer is found (`Resolving`).
+    proposer's compatibility. `resolving` says how the proposer is found (`Resolving`). `lossy` is the engine's
+    word on which option makes the candidate's verification inexact and why (None: exact): gate 4 refuses it
+    unless the plan opts in (`allow_lossy`), and records it as a fact either way.
     """
     if not candidate.enabled:
         return disabled(method)
@@ -160,6 +178,7 @@ def gather_admission(
     asset, proposer = _asset_check(method, family, candidate, target, resolving or Resolving())
     if not asset.passed:
         return stopped(method, None, backend=backend, asset=asset)
+    options = _with_lossy(options, lossy, allowed=candidate.allow_lossy)
     if options is not None and not options.passed:
         return stopped(method, proposer, backend=backend, asset=asset, compatibility=options)
     compatibility = check_compatibility(method, target, proposer, candidate.options)

@@ -44,6 +44,7 @@ class Dependency(StrEnum):
     PARALLEL_BLOCK = "parallel_block"
     SEMI_AUTOREGRESSIVE = "semi_autoregressive"
     PARALLEL_HEADS = "parallel_heads"
+    USER_DEFINED = "user_defined"
 
 
 class FamilySpec(BaseModel):
@@ -133,6 +134,23 @@ _SPECS: tuple[FamilySpec, ...] = (
         dependency=Dependency.FEATURE_AUTOREGRESSIVE,
         telemetry=_BASIC,
         description="a small MLP speculator conditioned on target hidden states",
+    ),
+    FamilySpec(
+        family="uno",
+        asset_kind=AssetKind.PAIRED_CHECKPOINT,
+        dependency=Dependency.PARALLEL_BLOCK,
+        telemetry=_BASIC,
+        description="the target itself with a draft LoRA adapter trained for it, proposing a block per forward "
+        "(SGLang's UNO)",
+    ),
+    FamilySpec(
+        family="custom",
+        asset_kind=AssetKind.NONE,
+        dependency=Dependency.USER_DEFINED,
+        telemetry=_BASIC,
+        description="a proposer the user supplies as code: vLLM's custom_class, an algorithm an SGLang plugin "
+        "registers",
+        aliases=("custom_class", "plugin"),
     ),
 )
 

@@ -23,6 +23,8 @@ __all__ = [
     "DISABLED_REASON",
     "GATE_ORDER",
     "GATE_STATUS",
+    "LOSSY_FACT",
+    "LOSSY_REFUSED",
     "OK_REASON",
     "AdmissionInput",
     "AdmissionResult",
@@ -41,6 +43,10 @@ GateName = Literal["enabled", "backend", "asset", "compatibility", "capacity", "
 OK_REASON = "ok"
 DISABLED_REASON = "disabled"
 ADMITTED_REASON = "admitted"
+LOSSY_FACT = "lossy_verification"
+"""Gate 4's fact naming a candidate's lossy verification setting (why its outputs are not the target's)."""
+LOSSY_REFUSED = "lossy_verification_not_allowed"
+"""Gate 4's reason for a lossy candidate whose plan did not opt in (`allow_lossy`)."""
 
 GATE_ORDER: tuple[Literal["backend", "asset", "compatibility", "capacity"], ...] = (
     "backend",
@@ -132,6 +138,9 @@ class AdmissionResult(BaseModel):
     reason: str
     facts: dict[str, FactValue] = Field(default_factory=dict)
     """Facts of every gate evaluated, keyed ``<gate>.<fact>``."""
+    lossy: str | None = None
+    """Why the candidate's verification is not exact, so its outputs are not the target's (gate 4 found it, the
+    plan opted in with `allow_lossy`); None: exact verification."""
 
     @field_validator("run_status")
     @classmethod
@@ -158,7 +167,10 @@ class AdmissionResult(BaseModel):
 
     @property
     def explained(self) -> str:
-        """The reason, followed by the deciding gate's detail when there is one."""
+        """The reason, followed by the deciding gate's detail when there is one (an admitted lossy candidate: why
+        it is lossy)."""
+        if self.admitted and self.lossy is not None:
+            return f"{self.reason} (lossy: {self.lossy})"
         return f"{self.reason}: {self.detail}" if self.detail else self.reason
 
 
@@ -189,6 +201,7 @@ def admit(candidate: str, family: str, inp: AdmissionInput) -> AdmissionResult:
                 gate=gate,
                 reason=check.reason,
                 facts=facts,
+                lossy=_lossy(facts),
             )
     return AdmissionResult(
         candidate=candidate,
@@ -197,4 +210,10 @@ def admit(candidate: str, family: str, inp: AdmissionInput) -> AdmissionResult:
         gate="none",
         reason=ADMITTED_REASON,
         facts=facts,
+        lossy=_lossy(facts),
     )
+
+
+def _lossy(facts: dict[str, FactValue]) -> str | None:
+    found = facts.get(f"compatibility.{LOSSY_FACT}")
+    return found if isinstance(found, str) else None

@@ -110,6 +110,9 @@ class PairEvidence(BaseModel):
     quality_check: QualityCheck = "exact_output"
     """How quality was judged: outputs equal the baseline's (temperature 0), or sampled outputs follow the
     baseline's distribution (a test on distributions, temperature > 0)."""
+    lossy: str | None = None
+    """Why the candidate's verification is not exact: its outputs are not the target's, its quality is the
+    distribution test's alone (none at temperature 0: the pair is then incomplete); None: exact verification."""
 
     @model_validator(mode="after")
     def _comparable_has_numbers(self) -> PairEvidence:

@@ -331,7 +331,7 @@ class Engine(Protocol):
         """
         ...
 
-    def batch_schedule(self, schedule: Sequence[ScheduleRange], setup: EngineSetup) -> Mapping[str, Any] | None:
+    def batch_schedule(self, schedule: Sequence[ScheduleRange], ctx: GroupContext) -> Mapping[str, Any] | None:
         """The speculative-config setting that proposes each range's length at its batch sizes (0: none), when the
-        probed engine can express that; None otherwise."""
+        probed engine can express that for the group's method at its parallel settings; None otherwise."""
         ...

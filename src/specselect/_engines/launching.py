@@ -8,7 +8,7 @@ both gates make (minimum engine version, device kind).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol
@@ -36,7 +36,7 @@ from specselect._engines.server import ServerProcess
 from specselect._plan import Candidate, Plan
 from specselect.errors import ConfigError
 from specselect.records.assets import ResolvedModel
-from specselect.records.capabilities import DeviceInfo, EngineCapabilities
+from specselect.records.capabilities import DeviceInfo, EngineCapabilities, RuntimeController
 from specselect.records.capacity import KvCapacity
 from specselect.records.responsecache import ResponseCacheSetting
 from specselect.records.server import ReleaseCheck, SanityResult, ServeFlags
@@ -49,11 +49,13 @@ __all__ = [
     "ServerReader",
     "StartupReader",
     "controller_check",
+    "controller_refusal",
     "deploy_spec",
     "group_devices",
     "group_launch_spec",
     "launched_identity",
     "launcher_findings",
+    "lossy_plan_problems",
     "min_version_check",
     "nvml_ids",
     "plain_version",
@@ -300,12 +302,69 @@ def min_version_check(
     return GateCheck.fail("engine_version_too_old", **facts) if too_old else None
 
 
+LossyCheck = Callable[[Mapping[str, Any]], "tuple[str, str] | None"]
+"""An engine's word on a candidate's options: (the option, why its verification is not exact), or None."""
+
+
+def lossy_plan_problems(plan: Plan, lossy: LossyCheck) -> list[str]:
+    """`validate`'s lines for lossy candidates: one that does not opt in (`allow_lossy`), and one that does in a
+    plan that samples nothing above temperature 0 (its decision rests on the distribution test, which needs one)."""
+    problems: list[str] = []
+    for cand in plan.candidates:
+        found = None if cand.is_baseline else lossy(cand.options)
+        if found is None:
+            continue
+        key, why = found
+        entry = cand.option_location(key).split(".")[1]
+        if not cand.allow_lossy:
+            problems.append(
+                f"{cand.option_location(key)}: {why}, so it would fail parity "
+                f"(fix: set allow_lossy = true in candidates.{entry} to measure it as lossy, or remove the option)"
+            )
+        elif not plan.sampling.sampled:
+            problems.append(
+                f"candidates.{entry}.allow_lossy: a lossy candidate is judged by the distribution test, which needs "
+                "a temperature above 0 (fix: add one to [sampling].temperature, e.g. temperature = [0.0, 0.7])"
+            )
+    return list(dict.fromkeys(problems))
+
+
+def controller_refusal(
+    controller: RuntimeController, method: str, *, device_kind: str, data_parallel_size: int = 1
+) -> tuple[str, dict[str, FactValue]] | None:
+    """Why `controller` cannot run for `method` on this device at this data parallel size (a reason and its facts);
+    None when it can."""
+    if (controller.methods and method not in controller.methods) or method in controller.excluded_methods:
+        listed = {"controller_methods": ",".join(controller.methods)} if controller.methods else {}
+        return "runtime_controller_not_for_method", {
+            **listed,
+            "controller_excluded_methods": ",".join(controller.excluded_methods) or None,
+        }
+    limit = controller.max_data_parallel_size
+    if limit is not None and data_parallel_size > limit:
+        return "runtime_controller_not_with_data_parallel", {
+            "data_parallel_size": data_parallel_size,
+            "controller_max_data_parallel_size": limit,
+        }
+    if controller.requires_device is not None and controller.requires_device != device_kind:
+        return f"requires_{controller.requires_device}", {}
+    return None
+
+
 def controller_check(
-    method: str, candidate: Candidate, caps: EngineCapabilities, facts: dict[str, FactValue]
+    method: str,
+    candidate: Candidate,
+    caps: EngineCapabilities,
+    facts: dict[str, FactValue],
+    *,
+    data_parallel_size: int = 1,
+    option_keys: Collection[str] | None = None,
 ) -> GateCheck | None:
     """The failing backend check when the candidate needs a runtime controller this engine lacks (an option that
-    configures one, or a derived schedule), for this method or on this device; None when it has what it needs."""
-    wanted = [c for c in caps.runtime_controllers if c.option in candidate.options]
+    configures one, or a derived schedule), for this method, data parallel size or device; None when it has
+    what it needs. `option_keys`: the candidate's option keys as the engine names them (default: as written)."""
+    keys = candidate.options if option_keys is None else option_keys
+    wanted = [c for c in caps.runtime_controllers if c.option in keys]
     if candidate.schedule_of is not None:
         found = next((c for c in caps.runtime_controllers if c.name == SCHEDULE_CONTROLLER), None)
         if found is None:
@@ -313,12 +372,12 @@ def controller_check(
         wanted.append(found)
     for controller in wanted:
         facts["runtime_controller"] = controller.name
-        if controller.methods and method not in controller.methods:
-            return GateCheck.fail(
-                "runtime_controller_not_for_method", controller_methods=",".join(controller.methods), **facts
-            )
-        if controller.requires_device is not None and controller.requires_device != caps.device_kind:
-            return GateCheck.fail(f"requires_{controller.requires_device}", **facts)
+        refused = controller_refusal(
+            controller, method, device_kind=caps.device_kind, data_parallel_size=data_parallel_size
+        )
+        if refused is not None:
+            reason, more = refused
+            return GateCheck.fail(reason, **facts, **more)
     return None
 
 

@@ -175,12 +175,19 @@ def _run_probe_script(
     return data
 
 
-def _load_cached(path: Path) -> dict[str, Any] | None:
+def _script_digest(script: Path) -> str:
+    return hashlib.sha256(script.read_bytes()).hexdigest()
+
+
+def _load_cached(path: Path, script: Path) -> dict[str, Any] | None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     if not isinstance(data, dict) or data.get("schema_version") != _CACHE_SCHEMA:
+        return None
+    # A probe script that learnt to read more answers anew (a cached answer lacks what it adds).
+    if data.get("script_sha256") != _script_digest(script):
         return None
     engine = data.get("engine")
     return engine if isinstance(engine, dict) else None
@@ -202,7 +209,7 @@ def cached_probe(
     `cache_file` None: never cached. `env` is added to the script's environment. EngineSetupError, naming
     `label` and `fix`, when the script does not run or prints no JSON object or an `error`.
     """
-    engine = _load_cached(cache_file) if cache_file is not None else None
+    engine = _load_cached(cache_file, script) if cache_file is not None else None
     if engine is not None:
         return engine, True
     cache_dir.mkdir(parents=True, exist_ok=True)
@@ -210,7 +217,8 @@ def cached_probe(
     if cache_file is not None:
         # A cache that cannot be written only costs a re-probe next time.
         with contextlib.suppress(ArtifactError):
-            atomic_write_json(cache_file, {"schema_version": _CACHE_SCHEMA, "engine": engine})
+            record = {"schema_version": _CACHE_SCHEMA, "script_sha256": _script_digest(script), "engine": engine}
+            atomic_write_json(cache_file, record)
     return engine, False
 
 

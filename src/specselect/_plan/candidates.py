@@ -200,6 +200,12 @@ class Candidate(PlanSection):
     endpoint: EndpointConfig | None = Field(
         default=None, description='kind = "openai": the running server this group measures'
     )
+    allow_lossy: Annotated[bool, Strict()] = Field(
+        default=False,
+        description="measure this candidate although its verification trades exactness for speed (vLLM's "
+        "rejection_sample_method 'synthetic', SGLang's accept thresholds below 1): its outputs are then not the "
+        "target's, it is marked lossy, and its decision rests on the distribution test at temperature > 0",
+    )
     sweep: Annotated[SweepOrigin | None, WithJsonSchema(_SWEEP_SCHEMA)] = Field(
         default=None,
         description="in a plan file: an option grid to sweep, e.g. { prompt_lookup_max = [3, 5] }; "
@@ -229,6 +235,8 @@ class Candidate(PlanSection):
         for name in ("sweep", "schedule_of", "control_of", "block_of"):
             if getattr(self, name) is None:
                 data.pop(name, None)
+        if not self.allow_lossy:
+            data.pop("allow_lossy", None)
         return data
 
     @model_validator(mode="before")

@@ -161,10 +161,15 @@ def decision_rows(evidence: EvidenceFile, groups: Sequence[GroupResult]) -> list
 
 
 def _parity(e: ScenarioEvidence) -> str:
-    """Exact parity's verdict at temperature 0; the distribution test's above it."""
+    """Exact parity's verdict at temperature 0; the distribution test's above it; `lossy` first for a candidate
+    whose outputs are not the target's (exact parity does not judge it)."""
     if e.sampled_parity is not None:
-        return f"{e.sampled_parity.verdict} (distribution)"
-    return e.parity.verdict.value if e.parity else "-"
+        shown = f"{e.sampled_parity.verdict} (distribution)"
+    elif e.evidence.lossy is not None:
+        return "lossy: not judged at T 0"
+    else:
+        shown = e.parity.verdict.value if e.parity else "-"
+    return f"lossy: {shown}" if e.evidence.lossy is not None else shown
 
 
 DECISION_COLUMNS = (

@@ -1,7 +1,8 @@
 """What a run's closing lines must say before any decision is read: which pairs rest on less than the plan
-measured -- rounds a busy host, a busy device or foreign traffic took out, pairs with no trusted round, rounds
-left out for the time budget, a drift -- and what to do about each; and what each candidate costs the KV cache,
-with the preemptions where it ran out (`capacity_lines`). Read from the results only."""
+measured -- a lossy candidate whose outputs are not the target's, rounds a busy host, a busy device or
+foreign traffic took out, pairs with no trusted round, rounds left out for the time budget, a drift -- and
+what to do about each; and what each candidate costs the KV cache, with the preemptions where it ran out
+(`capacity_lines`). Read from the results only."""
 
 from __future__ import annotations
 
@@ -85,9 +86,20 @@ def _tokens(value: int | None) -> str:
     return f"{value:,}" if value is not None else "-"
 
 
+def _lossy_lines(evidence: EvidenceFile) -> list[str]:
+    """One line per candidate whose verification is not exact (the plan opted in with `allow_lossy`)."""
+    lossy = {e.candidate: e.evidence.lossy for e in evidence.entries if e.evidence.lossy is not None}
+    return [
+        f"{name}: lossy verification ({why}): its outputs are NOT the target's; its quality rests on the "
+        "distribution test at temperature > 0 alone, never on exact parity (at temperature 0 its pairs are "
+        "incomplete)"
+        for name, why in lossy.items()
+    ]
+
+
 def trust_lines(evidence: EvidenceFile | None, sequential_stop: str | None) -> list[str]:
     """One line per thing that limits what the decisions rest on, with what to do; empty when nothing does."""
-    out = _pair_lines(evidence) if evidence is not None else []
+    out = [*_lossy_lines(evidence), *_pair_lines(evidence)] if evidence is not None else []
     if sequential_stop is not None:
         out.append(
             f"{sequential_stop}: the pairs still open are decided on the rounds that ran; raise "

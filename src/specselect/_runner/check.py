@@ -309,7 +309,7 @@ class _Check:
         run = dataclasses.replace(run, gathered=adm.gathered)
         job = build_job(self.loaded, self.loaded.plan.group(self.recorded.candidate), adm=adm)
         schedule = self.recorded.group.derived_schedule if self.recorded.group is not None else None
-        setting = self.engine.batch_schedule(schedule.ranges, pre.setup) if schedule is not None else None
+        setting = self.engine.batch_schedule(schedule.ranges, run.group_context(job.candidate)) if schedule else None
         if setting is not None:
             cand = job.candidate.model_copy(update={"options": {**job.candidate.options, **setting}})
             job = dataclasses.replace(job, candidate=cand, schedule=schedule)

@@ -156,15 +156,17 @@ class _Groups:
         self.run = run
         self.by_name: Mapping[str, GroupResult] = {g.group: g for g in groups}
 
-    def setting(self, ranges: Sequence[ScheduleRange] | None) -> Mapping[str, Any] | None:
-        return self.run.engine.batch_schedule(ranges, self.run.setup) if ranges else None
+    def setting(self, name: str, ranges: Sequence[ScheduleRange] | None) -> Mapping[str, Any] | None:
+        if not ranges:
+            return None
+        return self.run.engine.batch_schedule(ranges, self.run.group_context(self.run.loaded.plan.group(name)))
 
     def serve(self, name: str, ranges: Sequence[ScheduleRange] | None) -> tuple[ServeFlags | None, bool]:
         """The group's flags with `ranges` (default: the schedule it ran) written in, and whether they were."""
         group = self.by_name[name]
         if ranges is None and group.derived_schedule is not None:
             ranges = group.derived_schedule.ranges
-        setting = self.setting(ranges)
+        setting = self.setting(name, ranges)
         ctx = self.run.group_context(self.run.loaded.plan.group(name))
         flags = self.run.engine.serve_flags(
             ctx,

@@ -128,7 +128,7 @@ def with_schedule(job: GroupJob, run: RunContext, derived: DerivedSchedule) -> G
     A later launch of a schedule candidate passes its first launch's schedule (`GroupResult.derived_schedule`):
     every launch of a group measures one configuration, derived once from the sweep's first launches.
     """
-    setting = run.engine.batch_schedule(derived.ranges, run.setup)
+    setting = run.engine.batch_schedule(derived.ranges, run.group_context(job.candidate))
     if setting is None:
         return dataclasses.replace(job, skip_reason=NO_ENGINE_SCHEDULE, schedule=derived)
     options = {**job.candidate.options, **setting}

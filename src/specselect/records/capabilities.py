@@ -50,7 +50,11 @@ class RuntimeController(BaseModel):
     option: str
     """The speculative-configuration key that turns it on or configures it."""
     methods: tuple[str, ...] = ()
-    """The methods it applies to; empty: every method."""
+    """The methods it applies to; empty: every method (but `excluded_methods`)."""
+    excluded_methods: tuple[str, ...] = ()
+    """Methods the engine accepts it with but cannot run it for (a crash or a silent fallback)."""
+    max_data_parallel_size: int | None = None
+    """The largest data parallel size it works at (the engine turns it off above); None: any."""
     requires_device: Literal["cpu", "cuda"] | None = None
     description: str
 
@@ -111,6 +115,9 @@ class VllmCapabilities(EngineCapabilities):
     optional_modules: dict[str, bool]
     speculative_config_keys: tuple[str, ...] = ()
     """The fields of the installed `SpeculativeConfig` a user may set (read from its sources by the probe)."""
+    synthetic_rejection_on_cpu: bool = True
+    """Whether the CPU build verifies with `rejection_sample_method = "synthetic"` (vLLM 0.32's CPU kernels assert it
+    off: the server starts, then dies at the first request)."""
     speculative_config_keys_source: Literal["engine_source", "fallback_list"] = "fallback_list"
     """`engine_source`: read from the installed vLLM; `fallback_list`: the probe could not read them, so
     specselect's hand-kept list of vLLM 0.32's keys is checked instead."""
@@ -131,6 +138,11 @@ class SglangCapabilities(EngineCapabilities):
     server_endpoints: tuple[str, ...]
     probed_in_s: float
     from_cache: bool = False
+    plugin_registration: bool = False
+    """Whether this version lets plugins register speculative algorithms (`SpeculativeAlgorithm.register`)."""
+    plugins: tuple[str, ...] = ()
+    """SGLang's general plugins installed beside it (`sglang.srt.plugins` entry points, as `name=module:attr`);
+    what algorithms they register is known only once SGLang loads them."""
 
 
 AnyCapabilities = Annotated[VllmCapabilities | SglangCapabilities, Field(discriminator="kind")]

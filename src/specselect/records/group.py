@@ -181,6 +181,11 @@ class GroupFacts(BaseModel):
     launches_planned: int = 1
     """Server launches the plan asked for (`[run] launches`); launch 0 is this result's own fields."""
 
+    @property
+    def lossy(self) -> str | None:
+        """Why the group's verification is not exact, when admission found it so (its outputs are not the target's)."""
+        return self.admission.lossy if self.admission is not None else None
+
 
 class GroupResult(ResultsDocument, ServerLife, GroupFacts):
     """`groups/<group>.json`: everything about one group, whether it ran or not (`GroupFacts`); its own launch

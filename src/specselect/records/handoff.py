@@ -71,6 +71,9 @@ class HandoffCandidate(BaseModel):
     more_prompts, more_rounds; None under frozen_prompts)."""
     prompts_needed: int | None = None
     prompts_verdict: str | None = None
+    lossy: str | None = None
+    """Why this configuration's verification is not exact: deployed, its outputs are NOT the target's (the plan
+    opted in with `allow_lossy`; quality was the distribution test's). None: exact verification."""
 
 
 class HandoffScenario(BaseModel):

@@ -13,9 +13,10 @@ from specselect.records.proposals import ScheduleRange
 
 __all__ = ["CUTOFF_NOTE", "BatchSchedule", "concurrency_advice", "length_advice"]
 
-BatchSchedule = Callable[[Sequence[ScheduleRange]], Mapping[str, Any] | None]
-"""Batch-size ranges (first, last or None, proposal length) -> the measured engine's setting that proposes each
-range's length there, or None when it cannot express that (`Engine.batch_schedule`)."""
+BatchSchedule = Callable[[str, Sequence[ScheduleRange]], Mapping[str, Any] | None]
+"""(candidate, batch-size ranges (first, last or None, proposal length)) -> the measured engine's setting that
+proposes each range's length there, or None when it cannot express that for the candidate
+(`Engine.batch_schedule`)."""
 
 CUTOFF_NOTE = (
     "derived from the measured crossover, not measured itself: the engine's per-batch-size schedule proposes k "
@@ -42,7 +43,7 @@ def concurrency_advice(
         if c.status == "crossover" and c.pays_up_to is not None and k:
             # A schedule candidate keeps its own lengths below the cut-off; a static one proposes k there.
             ranges = capped_schedule(derived.ranges, c.pays_up_to) if derived else cutoff_schedule(k, c.pays_up_to)
-            found = schedule(ranges)
+            found = schedule(c.candidate, ranges)
             setting = dict(found) if found is not None else None
         out.append(
             HandoffConcurrency(

@@ -81,6 +81,7 @@ def _handoff_candidate(
         prompts=entry.speedup.n_items if entry.speedup else None,
         prompts_needed=entry.speedup.prompts_needed if entry.speedup else None,
         prompts_verdict=entry.speedup.prompts_verdict if entry.speedup else None,
+        lossy=entry.evidence.lossy,
     )
 
 

@@ -223,7 +223,7 @@ class OpenAIEndpointEngine:
         """None: the operator started this server with flags specselect never saw."""
         return None
 
-    def batch_schedule(self, schedule: Sequence[ScheduleRange], setup: EngineSetup) -> Mapping[str, Any] | None:
+    def batch_schedule(self, schedule: Sequence[ScheduleRange], ctx: GroupContext) -> Mapping[str, Any] | None:
         """Unknown for a server specselect did not configure."""
         return None
 

@@ -10,7 +10,12 @@ SGLang has declared its speculative algorithms in three ways over its history, a
   `srt/speculative/spec_info.py` (an Enum, or `register_speculative_algorithm("EAGLE", aliases=...)`
   calls), with `NEXTN` rewritten to `EAGLE` by the server-argument code;
 - annotated-dataclass era: flags are `ServerArgs` fields declared as `name: A[type, ...]` (the flag is
-  the field name with dashes), possibly split into `srt/arg_groups/*.py`.
+  the field name with dashes, or `Arg(cli_name=...)`, plus `Arg(aliases=[...])`; `Arg(no_cli=True)` has
+  none), split into `srt/arg_groups/*.py` and, from 0.5.2x, into namespaces under `srt/arg_groups/fields/`
+  (`spec.py` holds the speculative fields). The algorithms are the `SpeculativeAlgorithm` members plus the
+  reserved aliases of `spec_registry.py` (`_RESERVED_ALIASES`, NEXTN), and any name a plugin registers with
+  `SpeculativeAlgorithm.register`: plugins are entry points of the `sglang.srt.plugins` group, listed here
+  without loading them (what they register is known only once they run).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import ast
 import importlib.machinery
 import importlib.util
 import json
+import re
 import sys
 import time
 from collections.abc import Iterable, Sequence
@@ -26,7 +32,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import NamedTuple
 
-__all__ = ["ArgSource", "main", "parse_arg_source", "probe", "registry_algorithms"]
+__all__ = ["ArgSource", "main", "parse_arg_source", "plugin_entry_points", "probe", "registry_algorithms"]
 
 _CONFIG_PARSER = "server_args_config_parser.py"
 """SGLang's YAML `--config` support (`ConfigArgumentMerger`); its presence means the flag is read."""
@@ -38,6 +44,12 @@ _REGISTER_CALLS = frozenset({"register", "register_speculative_algorithm"})
 _NEXTN = "NEXTN"
 _ENDPOINTS = ("/server_info", "/get_server_info", "/health", "/health_generate", "/metrics")
 _LITERAL_WRAPPERS = frozenset({"list", "tuple", "sorted", "set", "frozenset"})
+_FLAG = re.compile(r"--[a-z0-9][a-z0-9-]*")
+"""A flag's shape: error messages that begin with a flag (`"--dcp-size > 1 ..."`) are not declarations."""
+_RESERVED_ALIASES = "_RESERVED_ALIASES"
+_PLUGIN_GROUP = "sglang.srt.plugins"
+_BOOLEAN_OPTIONAL = "BooleanOptionalAction"
+_PLUGIN_REGISTER = "def register("
 
 
 def _strings(node: ast.expr, constants: dict[str, ast.expr], depth: int = 0) -> list[str] | None:
@@ -123,11 +135,11 @@ class _Declaration(NamedTuple):
 def _call_declaration(node: ast.Call, constants: dict[str, ast.expr]) -> _Declaration:
     """An `add_argument("--flag", ..., aliases=..., choices=...)`-style call."""
     names = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
-    flags = [n for n in names if n.startswith("--")]
+    flags = [n for n in names if _FLAG.fullmatch(n)]
     algorithm = _ALGORITHM_FLAG in flags
     aliases = _keyword(node, "aliases")
     if aliases is not None:
-        flags += [s for s in (_strings(aliases, constants) or []) if s.startswith("--")]
+        flags += [s for s in (_strings(aliases, constants) or []) if _FLAG.fullmatch(s)]
     return _Declaration(flags, algorithm, _keyword(node, "choices") if algorithm else None)
 
 
@@ -141,8 +153,33 @@ def _annotation_choices(annotation: ast.expr) -> ast.expr | None:
     return found
 
 
+def _arg_call(annotation: ast.expr) -> ast.Call | None:
+    """The `Arg(...)` call inside a field's annotation (`A[str, Arg(help=..., aliases=[...])]`), if any."""
+    return next((n for n in ast.walk(annotation) if isinstance(n, ast.Call) and _call_name(n) == "Arg"), None)
+
+
+def _field_flags(name: str, annotation: ast.expr) -> list[str]:
+    """The flags of one annotated field: none with `no_cli=True`, else its CLI name, aliases and `--no-` form."""
+    arg = _arg_call(annotation)
+    if arg is None:
+        return ["--" + name.replace("_", "-")]
+    no_cli = _keyword(arg, "no_cli")
+    if isinstance(no_cli, ast.Constant) and no_cli.value is True:
+        return []
+    cli_name = _keyword(arg, "cli_name")
+    main = cli_name.value if isinstance(cli_name, ast.Constant) and isinstance(cli_name.value, str) else None
+    flags = [main or "--" + name.replace("_", "-")]
+    aliases = _keyword(arg, "aliases")
+    if aliases is not None:
+        flags += _strings(aliases, {}) or []
+    action = _keyword(arg, "action")
+    if action is not None and ast.unparse(action).endswith(_BOOLEAN_OPTIONAL):
+        flags.append("--no-" + flags[0].removeprefix("--"))
+    return [f for f in flags if _FLAG.fullmatch(f)]
+
+
 def _class_declaration(node: ast.ClassDef) -> _Declaration:
-    """The public annotated fields of a `ServerArgs`-style dataclass, each the flag of its dashed name."""
+    """The public annotated fields of a `ServerArgs`-style dataclass (or msgspec namespace), as flags."""
     flags: list[str] = []
     algorithm = False
     choices: ast.expr | None = None
@@ -151,7 +188,7 @@ def _class_declaration(node: ast.ClassDef) -> _Declaration:
             continue
         if item.target.id.startswith("_") or not _is_annotated(item.annotation):
             continue
-        flags.append("--" + item.target.id.replace("_", "-"))
+        flags += _field_flags(item.target.id, item.annotation)
         if item.target.id == _ALGORITHM_FIELD:
             algorithm = True
             found = _annotation_choices(item.annotation)
@@ -211,6 +248,30 @@ def registry_algorithms(source: str) -> list[str]:
     return [n for n in dict.fromkeys(names) if n != "NONE"]
 
 
+def reserved_aliases(source: str) -> list[str]:
+    """The CLI spellings `spec_registry.py` reserves for builtins (`_RESERVED_ALIASES = frozenset({"NEXTN"})`)."""
+    tree = ast.parse(source)
+    constants = _module_constants(tree)
+    found = constants.get(_RESERVED_ALIASES)
+    if isinstance(found, ast.Call) and _call_name(found) in _LITERAL_WRAPPERS and found.args:
+        inner = found.args[0]
+        if isinstance(inner, ast.Set | ast.List | ast.Tuple):
+            return [s.upper() for s in (_strings(inner, constants) or [])]
+    return [s.upper() for s in (_strings(found, constants) or [])] if found is not None else []
+
+
+def plugin_entry_points(paths: Sequence[str] | None) -> list[dict[str, str | None]]:
+    """SGLang's general plugins installed beside it (entry points of `sglang.srt.plugins`), never loaded here:
+    a plugin may register speculative algorithms when SGLang loads it at start-up."""
+    dists = metadata.distributions() if paths is None else metadata.distributions(path=list(paths))
+    found: dict[str, dict[str, str | None]] = {}
+    for dist in dists:
+        for entry in dist.entry_points:
+            if entry.group == _PLUGIN_GROUP:
+                found[entry.name] = {"name": entry.name, "value": entry.value, "dist": dist.metadata["Name"]}
+    return [found[name] for name in sorted(found)]
+
+
 def _read(path: Path) -> str:
     try:
         return path.read_text(encoding="utf-8")
@@ -243,6 +304,17 @@ def _find_package(paths: Sequence[str] | None) -> Path | None:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
+def _registry(speculative: Path, nextn: bool) -> list[str]:
+    """The registry's algorithms: `spec_info.py`'s, then the reserved aliases (NEXTN, also when only a server
+    argument hook spells it)."""
+    algorithms = registry_algorithms(_read(speculative / "spec_info.py"))
+    registry = _read(speculative / "spec_registry.py")
+    aliases = reserved_aliases(registry) if registry else []
+    if nextn and _NEXTN not in aliases:
+        aliases.append(_NEXTN)
+    return [*algorithms, *(a for a in aliases if a not in algorithms)]
+
+
 def _endpoints(http_server: str) -> list[str]:
     if not http_server:
         return []
@@ -259,6 +331,7 @@ def _arg_sources(srt: Path) -> Iterable[Path]:
     groups = srt / "arg_groups"
     if groups.is_dir():
         yield from sorted(groups.glob("*.py"))
+        yield from sorted(groups.glob("fields/*.py"))
 
 
 def probe(paths: Sequence[str] | None = None) -> dict[str, object]:
@@ -299,19 +372,19 @@ def probe(paths: Sequence[str] | None = None) -> dict[str, object]:
     if choices is not None:
         algorithms, source_kind = [c.upper() for c in choices], "argparse_choices"
     elif declared:
-        spec_info = srt / "speculative" / "spec_info.py"
         try:
-            algorithms = registry_algorithms(_read(spec_info)) if spec_info.exists() else []
+            algorithms = _registry(srt / "speculative", nextn)
         except SyntaxError as exc:
-            out["error"] = f"cannot parse {spec_info}: {exc}"
+            out["error"] = f"cannot parse {srt / 'speculative'}: {exc}"
             return out
-        if nextn and _NEXTN not in algorithms:
-            algorithms.append(_NEXTN)
         source_kind = "registry"
     else:
         algorithms, source_kind = [], "none"
     out["algorithms"] = list(dict.fromkeys(algorithms))
     out["algorithm_source"] = source_kind
+    # `SpeculativeAlgorithm.register` (0.5.2x): installed plugins may add algorithms when SGLang starts.
+    out["plugin_registration"] = _PLUGIN_REGISTER in _read(srt / "speculative" / "spec_info.py")
+    out["plugins"] = plugin_entry_points(paths)
     if (srt / _CONFIG_PARSER).exists():
         flags.add("--config")  # read by prepare_server_args, outside the argparse declarations
     out["flags"] = sorted(flags)

@@ -41,6 +41,7 @@ from specselect._engines.launching import (
     group_launch_spec,
     launched_identity,
     launcher_findings,
+    lossy_plan_problems,
     nvml_ids,
     probe_failed,
     require_target,
@@ -55,7 +56,14 @@ from specselect._engines.sglang.gate import backend_gate, sglang_method
 from specselect._engines.sglang.launch import SGLANG_SERVER_MODULE, build_sglang_argv
 from specselect._engines.sglang.probe import probe_sglang
 from specselect._engines.sglang.serverinfo import ServerInfoReading, ServerInfoSnapshot, parse_server_info
-from specselect._engines.sglang.specargs import DRAFT_PATH_KEY, build_sglang_speculative_args, sglang_algorithm
+from specselect._engines.sglang.specargs import (
+    DRAFT_PATH_KEY,
+    UNO_LORA_KEY,
+    build_sglang_speculative_args,
+    lossy_verification,
+    sglang_algorithm,
+    sglang_field,
+)
 from specselect._engines.sglang.telemetry import (
     SglangAcceptance,
     acceptance_from_snapshots,
@@ -216,12 +224,13 @@ class SglangEngine:
         return EngineSetup(kind=self.kind, caps=caps, python=self._python, engine_version=caps.engine_version)
 
     def plan_problems(self, plan: Plan) -> list[str]:
-        """A container command specselect cannot own; its arguments are checked against the probed version's own."""
+        """A container command specselect cannot own, and lossy candidates without the plan's opt-in; arguments are
+        checked against the probed version's own."""
         try:
             parse_container_command(plan.engine.command)
         except ConfigError as exc:
             return [exc.one_line()]
-        return []
+        return lossy_plan_problems(plan, lossy_verification)
 
     def audit(self, plan: Plan, setup: EngineSetup) -> list[Finding]:
         """The findings every launcher has (SGLang adds none)."""
@@ -239,7 +248,9 @@ class SglangEngine:
         else:
             backend = backend_gate(cand.family, cand.method, caps, min_engine_version=cand.min_engine_version)
             if backend.passed:
-                backend = controller_check(method, cand, caps, dict(backend.facts)) or backend
+                # The controller's option is the `ServerArgs` field; plans may leave out its `speculative_` prefix.
+                keys = {sglang_field(k) for k in cand.options}
+                backend = controller_check(method, cand, caps, dict(backend.facts), option_keys=keys) or backend
         return gather_admission(
             cand,
             require_target(ctx),
@@ -247,6 +258,7 @@ class SglangEngine:
             backend=backend,
             capacity=lambda proposer: self.capacity_terms(ctx, proposer),
             resolving=Resolving(home=home, python=ctx.setup.python, verify_weights=ctx.verify_weights),
+            lossy=lossy_verification(cand.options),
         )
 
     def capacity_terms(self, ctx: GroupContext, proposer: ResolvedModel | None) -> CapacityTerms:
@@ -321,9 +333,12 @@ class SglangEngine:
             spec, spec.port, python=None if self._command else "python", command=self._command, enable_metrics=False
         )
         program = len(self._command) if self._command else len(("python", "-m", SGLANG_SERVER_MODULE))
-        return serve_flags_of(ctx, gathered, spec, argv, program_length=program, local_keys=(DRAFT_PATH_KEY,))
+        # UNO's proposer is its LoRA adapter's path; every other proposer is the draft model's.
+        uno = spec.speculative_config is not None and UNO_LORA_KEY in spec.speculative_config
+        local = (UNO_LORA_KEY,) if uno else (DRAFT_PATH_KEY,)
+        return serve_flags_of(ctx, gathered, spec, argv, program_length=program, local_keys=local)
 
-    def batch_schedule(self, schedule: Sequence[ScheduleRange], setup: EngineSetup) -> Mapping[str, Any] | None:
+    def batch_schedule(self, schedule: Sequence[ScheduleRange], ctx: GroupContext) -> Mapping[str, Any] | None:
         """SGLang has no per-batch-size proposal schedule."""
         return None
 

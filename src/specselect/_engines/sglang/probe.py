@@ -33,9 +33,9 @@ from specselect._engines.probing import (
 )
 from specselect._engines.sglang.specargs import supported_methods
 from specselect.errors import EngineSetupError
-from specselect.records.capabilities import SglangCapabilities
+from specselect.records.capabilities import RuntimeController, SglangCapabilities
 
-__all__ = ["LAUNCH_FLAGS", "probe_sglang", "sglang_probe_cache_key"]
+__all__ = ["ADAPTIVE_CONTROLLER", "LAUNCH_FLAGS", "probe_sglang", "sglang_probe_cache_key"]
 
 LAUNCH_FLAGS = (
     "--model-path",
@@ -53,6 +53,37 @@ LAUNCH_FLAGS = (
     "--config",
 )
 """The flags specselect's SGLang launcher may emit; the probe records which ones the installed version declares."""
+
+
+ADAPTIVE_CONTROLLER = RuntimeController(
+    name="adaptive_num_steps",
+    option="speculative_adaptive",
+    methods=("eagle", "eagle3", "mtp", "nextn"),
+    requires_device="cuda",
+    description="SGLang's adaptive speculative decoding: the number of draft steps follows the observed acceptance "
+    "length (`--speculative-adaptive`, tuned by `--speculative-adaptive-config`); EAGLE/EAGLE3 chains only (topk 1, "
+    "no attention data parallelism); SGLang silently turns it off elsewhere, so admission refuses it there",
+)
+"""SGLang's own speculation controller, found when the installed version declares `--speculative-adaptive`."""
+
+
+def _declared(engine: Mapping[str, Any], flags: set[str]) -> dict[str, Any]:
+    """What the installed sources declare: flags, endpoints, the adaptive controller, plugin registration, plugins."""
+    plugins = engine.get("plugins")
+    source = engine.get("algorithm_source")
+    return {
+        "algorithm_source": source if source in ("argparse_choices", "registry") else "none",
+        "speculative_flags": tuple(sorted(f for f in flags if f.startswith("--speculative-"))),
+        "launch_flags": {flag: flag in flags for flag in LAUNCH_FLAGS},
+        "server_endpoints": _strs(engine.get("server_endpoints")),
+        "runtime_controllers": (ADAPTIVE_CONTROLLER,) if "--speculative-adaptive" in flags else (),
+        "plugin_registration": engine.get("plugin_registration") is True,
+        "plugins": tuple(
+            f"{p.get('name')}={p.get('value')}"
+            for p in (plugins if isinstance(plugins, list) else ())
+            if isinstance(p, dict)
+        ),
+    }
 
 
 def sglang_probe_cache_key(python: Path) -> str | None:
@@ -108,7 +139,6 @@ def probe_sglang(
         cuda_basis="total memory of the smallest visible GPU (SGLang's --mem-fraction-static applies in the estimate)",
         cpu_basis=f"host RAM minus {HOST_RESERVE_MB} MB; SGLang's speculative decoding does not run on CPU",
     )
-    source = engine.get("algorithm_source")
     return SglangCapabilities(
         engine_version=version,
         python=shown,
@@ -117,10 +147,7 @@ def probe_sglang(
         method_hardware=dict.fromkeys(methods, "cuda"),
         versions=versions,
         speculative_algorithms=algorithms,
-        algorithm_source=source if source in ("argparse_choices", "registry") else "none",
-        speculative_flags=tuple(sorted(f for f in flags if f.startswith("--speculative-"))),
-        launch_flags={flag: flag in flags for flag in LAUNCH_FLAGS},
-        server_endpoints=_strs(engine.get("server_endpoints")),
         probed_in_s=round(time.monotonic() - started, 4),
         from_cache=from_cache,
+        **_declared(engine, flags),
     )

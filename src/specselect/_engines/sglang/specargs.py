@@ -10,16 +10,22 @@ A candidate is (family, method, num_speculative_tokens, proposer, options); SGLa
 | mtp         | frozen_kv_mtp                        | FROZEN_KV_MTP             |
 | eagle       | eagle, eagle3                        | EAGLE, EAGLE3             |
 | dflash      | dflash                               | DFLASH (when the probed version accepts it) |
+| dspark      | dspark                               | DSPARK (0.5.2x)           |
+| uno         | uno                                  | UNO (0.5.2x; the proposer is the draft LoRA, `--uno-lora-path`) |
+| custom      | the name a plugin registers          | that name, upper-cased (`SpeculativeAlgorithm.register`) |
 
-Other families (suffix, dspark, medusa, mlp_speculator) have no SGLang mapping: admission reports them
+Other families (suffix, medusa, mlp_speculator) have no SGLang mapping: admission reports them
 `unsupported` with reason `family_not_in_engine`; an algorithm the installed SGLang does not accept is
-`unsupported` with `method_not_in_backend` (see `gate.backend_gate`).
+`unsupported` with `method_not_in_backend` (see `gate.backend_gate`). A plugin's algorithm is known only
+once SGLang loads the plugin at start-up: the probe lists the installed plugins, not what they register.
 
 Token budget: `num_speculative_tokens = k` is the number of tokens proposed per verify step, as in
 vLLM. SGLang's verify width counts the last accepted token too, so k becomes
 `--speculative-num-draft-tokens k+1`; chain drafting (`eagle_topk` 1, the default) also sets
 `--speculative-num-steps k --speculative-eagle-topk 1`; tree drafting (`eagle_topk` > 1) takes its depth
-from `options.num_steps`. DFLASH verifies a block k+1 wide in one step; NGRAM fills a k+1 token tree.
+from `options.num_steps`. DFLASH and DSPARK verify a block k+1 wide in one step (DSPARK's `dspark_block_size` is k); UNO
+verifies k+1 positions (`eagle_topk` > 1 builds a tree whose depth `num_steps` gives); NGRAM fills a k+1
+token tree; a plugin gets `--speculative-num-draft-tokens k+1` and reads what it needs.
 Without k, only the algorithm (and draft model) are given and SGLang picks its own defaults, which the
 server reports in `/server_info` (see `telemetry.parse_server_info`).
 
@@ -41,10 +47,17 @@ from specselect.errors import ConfigError
 
 __all__ = [
     "DRAFT_PATH_KEY",
+    "KNOWN_OPTIONS",
+    "PLUGIN_FAMILY",
+    "RESERVED_OPTIONS",
+    "RETIRED_OPTIONS",
     "SGLANG_FAMILY_METHODS",
     "SGLANG_METHOD_ALGORITHMS",
+    "UNO_LORA_KEY",
     "build_sglang_speculative_args",
+    "lossy_verification",
     "sglang_algorithm",
+    "sglang_field",
     "sglang_flag",
     "supported_methods",
 ]
@@ -52,6 +65,10 @@ __all__ = [
 _PREFIX = "speculative_"
 DRAFT_PATH_KEY = f"{_PREFIX}draft_model_path"
 """The configuration key holding the proposer's local path."""
+UNO_LORA_KEY = "uno_lora_path"
+"""UNO's proposer: the draft LoRA adapter applied to the target (`--uno-lora-path`)."""
+PLUGIN_FAMILY = "custom"
+"""The family of a proposer the user supplies as code: on SGLang, an algorithm a plugin registers."""
 
 SGLANG_METHOD_ALGORITHMS: Mapping[str, str] = MappingProxyType(
     {
@@ -64,6 +81,8 @@ SGLANG_METHOD_ALGORITHMS: Mapping[str, str] = MappingProxyType(
         "eagle": "EAGLE",
         "eagle3": "EAGLE3",
         "dflash": "DFLASH",
+        "dspark": "DSPARK",
+        "uno": "UNO",
     }
 )
 """specselect method -> SGLang algorithm (model-specific `<model>_mtp` methods map to NEXTN too)."""
@@ -75,28 +94,40 @@ SGLANG_FAMILY_METHODS: Mapping[str, tuple[str, ...]] = MappingProxyType(
         "mtp": ("mtp", "nextn", "frozen_kv_mtp"),
         "eagle": ("eagle", "eagle3"),
         "dflash": ("dflash",),
+        "dspark": ("dspark",),
+        "uno": ("uno",),
     }
 )
-"""The methods of each family SGLang can run (the first is the default)."""
+"""The methods of each built-in family SGLang can run (the first is the default); `custom` names its plugin's."""
 
 _EAGLE_LIKE = frozenset({"EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "FROZEN_KV_MTP"})
-_NEEDS_PROPOSER = frozenset({"EAGLE", "EAGLE3", "STANDALONE", "DFLASH"})
+_NEEDS_PROPOSER = frozenset({"EAGLE", "EAGLE3", "STANDALONE", "DFLASH", "DSPARK", "UNO"})
+_BLOCK = frozenset({"DFLASH", "DSPARK"})
+_BUILTIN = frozenset(SGLANG_METHOD_ALGORITHMS.values()) | {"NONE"}
 _TARGET_LAYERS = frozenset({"NEXTN", "FROZEN_KV_MTP"})
 _COMMON_OPTIONS = frozenset(
     {
         "accept_threshold_single",
         "accept_threshold_acc",
+        "adaptive",
+        "adaptive_config",
+        "use_rejection_sampling",
         "attention_mode",
         "draft_attention_backend",
         "draft_model_quantization",
         "draft_load_format",
         "moe_runner_backend",
         "moe_a2a_backend",
+        "draft_kv_cache_dtype",
+        "draft_sink_size",
+        "dsa_topk_backend",
+        "enable_w4a4_mxfp4_megamoe",
+        "domino_candidate_pool_size",
     }
 )
 _ALGORITHM_OPTIONS: Mapping[str, frozenset[str]] = MappingProxyType(
     {
-        "eagle": frozenset({"num_steps", "eagle_topk", "token_map"}),
+        "eagle": frozenset({"num_steps", "eagle_topk", "token_map", "use_block_verification"}),
         "ngram": frozenset(
             {
                 "ngram_min_match_window_size",
@@ -112,10 +143,42 @@ _ALGORITHM_OPTIONS: Mapping[str, frozenset[str]] = MappingProxyType(
                 "ngram_external_corpus_max_tokens",
             }
         ),
-        "dflash": frozenset({"eagle_topk", "dflash_block_size", "dflash_draft_window_size", "draft_window_size"}),
+        "dflash": frozenset(
+            {
+                "eagle_topk",
+                "dflash_block_size",
+                "dflash_draft_window_size",
+                "draft_window_size",
+                "use_block_verification",
+            }
+        ),
+        "dspark": frozenset(
+            {
+                "dspark_block_size",
+                "dspark_sps_table_path",
+                "dspark_confidence_sts_path",
+                "dspark_align_verify_tokens_to_graph_tier",
+                "draft_window_size",
+                "use_block_verification",
+            }
+        ),
+        "uno": frozenset({"eagle_topk", "num_steps"}),
+        "plugin": frozenset(),
     }
 )
 """Known SGLang speculative options per algorithm group (used when the probe's flag list is unavailable)."""
+RETIRED_OPTIONS: Mapping[str, str] = MappingProxyType(
+    {
+        "ngram_min_match_window_size": "0.5.2x matches n-grams by trie depth (ngram_max_trie_depth)",
+        "ngram_max_match_window_size": "0.5.2x matches n-grams by trie depth (ngram_max_trie_depth)",
+        "ngram_branch_length": "0.5.2x bounds n-gram branches by ngram_max_bfs_breadth",
+        "dflash_draft_window_size": "0.5.2x names it draft_window_size",
+    }
+)
+"""Options older SGLang releases declared and the newest recorded one (0.5.23) does not: kept for the older ones;
+with a probed flag list a plan that sets them on a newer SGLang is refused, naming the missing flag."""
+KNOWN_OPTIONS: frozenset[str] = _COMMON_OPTIONS.union(*_ALGORITHM_OPTIONS.values())
+"""Every speculative option this module knows, under its `ServerArgs` name without the `speculative_` prefix."""
 
 # vLLM's names for the same n-gram window, so a plan written for vLLM keeps its meaning on SGLang.
 _VLLM_NAMES = MappingProxyType(
@@ -125,10 +188,13 @@ _RESERVED = MappingProxyType(
     {
         "algorithm": "set the candidate's family/method",
         "draft_model_path": "set the candidate's proposer",
+        "draft_model": "set the candidate's proposer",
         "num_draft_tokens": "set num_speculative_tokens (SGLang gets it plus one)",
         "draft_model_revision": 'pin the proposer as proposer = "org/name@REVISION" (admission resolves it there)',
     }
 )
+RESERVED_OPTIONS: frozenset[str] = frozenset(_RESERVED)
+"""Speculative fields a plan sets through the candidate itself, never through options."""
 # Consumed before launch: `revision` selects the proposer snapshot that admission resolved to a local path.
 _CONSUMED = frozenset({"revision"})
 
@@ -138,12 +204,37 @@ def sglang_flag(key: str) -> str:
     return "--" + key.replace("_", "-")
 
 
+_THRESHOLDS = ("accept_threshold_single", "accept_threshold_acc")
+"""SGLang's relaxed acceptance: a draft token is accepted when its target probability exceeds `_single`, or with
+probability min(1, p / `_acc`); anything but 1.0 (the default) changes which tokens are accepted."""
+
+
+def lossy_verification(options: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(option, why) when the options relax SGLang's verification (an accept threshold other than 1); None when
+    exact."""
+    for key, value in options.items():
+        bare = key.removeprefix(_PREFIX)
+        if bare in _THRESHOLDS and not isinstance(value, bool) and isinstance(value, int | float) and value != 1:
+            return (
+                key,
+                f"{bare} {value} accepts draft tokens the target would not emit: the outputs are not the target's",
+            )
+    return None
+
+
+def sglang_field(option: str) -> str:
+    """The `ServerArgs` field of a plan option: `adaptive` -> `speculative_adaptive` (prefixed ones unchanged)."""
+    return option if option.startswith(_PREFIX) else _PREFIX + option
+
+
 def sglang_algorithm(family: str, method: str | None) -> str | None:
     """SGLang's algorithm for a family/method, or None when SGLang has none (or the method is another family's)."""
     try:
         canonical = classify_family(family).family
     except UnknownFamilyError:
         return None
+    if canonical == PLUGIN_FAMILY:
+        return _plugin_algorithm(method)
     methods = SGLANG_FAMILY_METHODS.get(canonical)
     if methods is None:
         return None
@@ -151,6 +242,14 @@ def sglang_algorithm(family: str, method: str | None) -> str | None:
     if canonical == "mtp" and chosen.endswith("_mtp") and chosen != "frozen_kv_mtp":
         return "NEXTN"
     return SGLANG_METHOD_ALGORITHMS[chosen] if chosen in methods else None
+
+
+def _plugin_algorithm(method: str | None) -> str | None:
+    """A plugin's algorithm name (upper-cased, as SGLang looks it up); None when unnamed or a built-in's name."""
+    name = (method or "").strip().upper()
+    if not name or name in _BUILTIN or name in ("CUSTOM", "CUSTOM_CLASS", "PLUGIN", "NEXTN"):
+        return None
+    return name if name.replace("_", "").isalnum() else None
 
 
 def supported_methods(algorithms: Collection[str]) -> tuple[str, ...]:
@@ -178,11 +277,10 @@ def _option_value(key: str, value: Any, where: str) -> Any:
 
 
 def _group(algorithm: str) -> str:
-    if algorithm == "NGRAM":
-        return "ngram"
-    if algorithm == "DFLASH":
-        return "dflash"
-    return "eagle"
+    groups = {"NGRAM": "ngram", "DFLASH": "dflash", "DSPARK": "dspark", "UNO": "uno"}
+    if algorithm in groups:
+        return groups[algorithm]
+    return "eagle" if algorithm in _BUILTIN else "plugin"
 
 
 def _draft_tp_check(value: Any, tensor_parallel_size: int, where: str) -> None:
@@ -217,7 +315,7 @@ def _option_key(raw_key: str, algorithm: str, group: str, where: str) -> str:
     key = raw_key.removeprefix(_PREFIX)
     if key in _VLLM_NAMES and group == "ngram":
         key = _VLLM_NAMES[key]
-    other_group = next((g for g in ("ngram", "dflash") if key.startswith(f"{g}_") and g != group), None)
+    other_group = next((g for g in ("ngram", "dflash", "dspark") if key.startswith(f"{g}_") and g != group), None)
     if other_group is not None:
         raise ConfigError(
             f"option {raw_key!r} belongs to {other_group.upper()}, not {algorithm}", location=where, fix="remove it"
@@ -269,21 +367,26 @@ def _normalised_options(
     return out
 
 
-def _dflash_budget(
-    k: int | None, topk: int | None, steps: int | None, opts: dict[str, Any], location: str
+def _block_budget(
+    algorithm: str, k: int | None, shape: tuple[int | None, int | None], opts: dict[str, Any], location: str
 ) -> dict[str, Any]:
+    """DFLASH / DSPARK: one block verified in one step; their block-size option must agree with k."""
+    topk, steps = shape
     if topk not in (None, 1) or steps not in (None, 1):
         raise ConfigError(
-            f"DFLASH drafts one block in one step (eagle_topk 1, num_steps 1), got {topk} and {steps}",
+            f"{algorithm} drafts one block in one step (eagle_topk 1, num_steps 1), got {topk} and {steps}",
             location=f"{location}.options",
             fix="remove eagle_topk and num_steps",
         )
-    block = opts.get(f"{_PREFIX}dflash_block_size")
-    if k is not None and block is not None and block != k + 1:
+    # DFLASH's block is the verify window (tokens + 1); DSPARK's is the proposed tokens (gamma).
+    name, width = ("dflash_block_size", 1) if algorithm == "DFLASH" else ("dspark_block_size", 0)
+    block = opts.get(f"{_PREFIX}{name}")
+    if k is not None and block is not None and block != k + width:
+        rule = "block = tokens + 1" if width else "block = tokens"
         raise ConfigError(
-            f"dflash_block_size {block} disagrees with num_speculative_tokens {k} (block = tokens + 1)",
-            location=f"{location}.options.dflash_block_size",
-            fix=f"remove dflash_block_size or set it to {k + 1}",
+            f"{name} {block} disagrees with num_speculative_tokens {k} ({rule})",
+            location=f"{location}.options.{name}",
+            fix=f"remove {name} or set it to {k + width}",
         )
     return {f"{_PREFIX}num_draft_tokens": k + 1} if k is not None else {}
 
@@ -324,8 +427,8 @@ def _budget(algorithm: str, k: int | None, opts: dict[str, Any], location: str) 
             location=f"{location}.options",
             fix="remove eagle_topk/num_steps; tune the ngram_* options instead",
         )
-    if algorithm == "DFLASH":
-        return _dflash_budget(k, topk, steps, opts, location)
+    if algorithm in _BLOCK:
+        return _block_budget(algorithm, k, (topk, steps), opts, location)
     out: dict[str, Any] = {}
     if algorithm in _EAGLE_LIKE:
         steps, topk = _eagle_shape(k, topk, steps, location)
@@ -333,6 +436,9 @@ def _budget(algorithm: str, k: int | None, opts: dict[str, Any], location: str) 
             out[steps_key] = steps
         if topk is not None:
             out[topk_key] = topk
+    elif algorithm not in ("NGRAM",):
+        # UNO and plugins take the tree shape as given (UNO's chain needs none).
+        out.update({key: v for key, v in ((steps_key, steps), (topk_key, topk)) if v is not None})
     if k is not None:
         out[f"{_PREFIX}num_draft_tokens"] = k + 1
     return out
@@ -343,12 +449,13 @@ def _algorithm(proposal: Proposal, accepted: Collection[str] | None, location: s
     algorithm = sglang_algorithm(proposal.family, proposal.method)
     if algorithm is None:
         families = ", ".join(f"{f} ({'/'.join(m)})" for f, m in SGLANG_FAMILY_METHODS.items())
+        families += f", {PLUGIN_FAMILY} (the algorithm name a plugin registers)"
         raise ConfigError(
             f"SGLang has no algorithm for family {proposal.family!r} with method {proposal.method!r}",
             location=f"{location}.method",
             fix=f"use one of: {families}",
         )
-    if accepted is not None and algorithm not in {a.upper() for a in accepted}:
+    if accepted is not None and algorithm in _BUILTIN and algorithm not in {a.upper() for a in accepted}:
         raise ConfigError(
             f"the installed SGLang does not accept --speculative-algorithm {algorithm}",
             location=f"{location}.method",
@@ -360,7 +467,8 @@ def _algorithm(proposal: Proposal, accepted: Collection[str] | None, location: s
 def _draft_path(
     algorithm: str, proposer_path: str | Path | None, target_path: str | Path | None, location: str
 ) -> str | Path | None:
-    """The draft model path SGLang loads: the proposer, the target for MTP layers, or none."""
+    """The draft model path SGLang loads: the proposer, the target for MTP layers, or none (UNO's proposer is
+    its LoRA adapter, passed as `uno_lora_path` by the caller)."""
     if algorithm in _NEEDS_PROPOSER:
         if proposer_path is None or not str(proposer_path).strip():
             raise ConfigError(
@@ -400,7 +508,7 @@ def build_sglang_speculative_args(
     config: dict[str, Any] = {f"{_PREFIX}algorithm": algorithm}
     draft = _draft_path(algorithm, proposal.proposer_path, target_path, location)
     if draft is not None:
-        config[DRAFT_PATH_KEY] = str(draft)
+        config[UNO_LORA_KEY if algorithm == "UNO" else DRAFT_PATH_KEY] = str(draft)
     opts = _normalised_options(
         proposal.options,
         algorithm,

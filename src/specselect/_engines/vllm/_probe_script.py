@@ -23,6 +23,7 @@ _OPTIONAL_MODULES = ("arctic_inference",)
 _METHOD_ANNOTATION_CLASS = "SpeculativeConfig"
 _PER_REQUEST_FIELD = "per_request_spec_decode_metrics"
 _INTERNAL_ANNOTATION = "SkipValidation"
+_REJECTION_ALIAS = "RejectionSampleMethod"
 """vLLM marks the fields it fills itself (the target's and the draft's model configs) as SkipValidation."""
 
 
@@ -80,7 +81,13 @@ def parse_spec_methods(source: str) -> dict[str, list[str]]:
         annotation = ast.Name(id="SpeculativeMethod")
     methods = _literal_members(annotation, aliases, frozenset()) if annotation is not None else []
     mtp = _literal_members(aliases["MTPModelTypes"], aliases, frozenset()) if "MTPModelTypes" in aliases else []
-    return {"spec_methods": list(dict.fromkeys(methods)), "mtp_methods": list(dict.fromkeys(mtp))}
+    # How drafts are verified: specselect tells exact values from lossy ones (`specconfig.lossy_verification`).
+    rejection = aliases.get(_REJECTION_ALIAS)
+    return {
+        "spec_methods": list(dict.fromkeys(methods)),
+        "mtp_methods": list(dict.fromkeys(mtp)),
+        "rejection_sample_methods": _literal_members(rejection, aliases, frozenset()) if rejection is not None else [],
+    }
 
 
 def _class_node(tree: ast.Module, name: str) -> ast.ClassDef | None:
@@ -159,6 +166,9 @@ def probe() -> dict[str, object]:
         "--per-request-spec-decode-metrics" in arg_utils
     )
     out["method_hardware"] = _method_hardware(vllm_dir, parsed["spec_methods"])
+    # The CPU build's stand-ins for the rejection sampler's Triton kernels assert that synthetic mode is off.
+    cpu_kernels = _read(vllm_dir / "utils" / "cpu_triton_utils.py")
+    out["synthetic_rejection_on_cpu"] = "Synthetic acceptance not supported" not in cpu_kernels
     out["seconds"] = round(time.monotonic() - started, 4)
     return out
 

@@ -35,11 +35,13 @@ from specselect._engines.http import sanity_check, server_api_key, server_get
 from specselect._engines.launchargs import launch_api_key, python_or_command, server_options
 from specselect._engines.launching import (
     LaunchedServing,
+    controller_refusal,
     deploy_spec,
     group_devices,
     group_launch_spec,
     launched_identity,
     launcher_findings,
+    lossy_plan_problems,
     nvml_ids,
     probe_failed,
     require_target,
@@ -58,7 +60,12 @@ from specselect._engines.vllm.gpu_audit import cuda_findings, drafter_room_findi
 from specselect._engines.vllm.launch import VLLM_DEPLOY_PROGRAM, build_vllm_argv
 from specselect._engines.vllm.probe import probe_vllm, probe_vllm_command
 from specselect._engines.vllm.sharedcache import launch_cache_key, share_compile_cache, share_model_class_cache
-from specselect._engines.vllm.specconfig import build_speculative_config, option_problem, response_cache_setting
+from specselect._engines.vllm.specconfig import (
+    build_speculative_config,
+    lossy_verification,
+    option_problem,
+    response_cache_setting,
+)
 from specselect._engines.vllm.startuplog import read_startup
 from specselect._engines.vllm.suffixsetup import read_suffix_setup
 from specselect._engines.vllm.telemetry import request_spec_metrics, spec_decode_delta
@@ -201,6 +208,7 @@ class VllmEngine:
                 problem = option_problem(method, key)
                 if problem is not None and (problem.reason != "unknown_speculative_option" or problem.did_you_mean):
                     problems.append(f"{cand.option_location(key)}: {problem.message} (fix: {problem.fix})")
+        problems += lossy_plan_problems(plan, lossy_verification)
         return list(dict.fromkeys(problems))  # a sweep's sub-candidates share their entry's mistakes
 
     def audit(self, plan: Plan, setup: EngineSetup) -> list[Finding]:
@@ -246,7 +254,10 @@ class VllmEngine:
         if not cand.enabled:
             return disabled(method)
         caps = ctx.setup.caps
-        backend = probe_failed(method, ctx.setup) if caps is None else backend_gate(method, cand, caps)
+        dp = ctx.engine.data_parallel_size
+        backend = (
+            probe_failed(method, ctx.setup) if caps is None else backend_gate(method, cand, caps, data_parallel_size=dp)
+        )
         return gather_admission(
             cand,
             require_target(ctx),
@@ -255,6 +266,7 @@ class VllmEngine:
             options=options_gate(method, cand, caps),
             capacity=lambda proposer: self.capacity_terms(ctx, proposer),
             resolving=Resolving(home=home, python=ctx.setup.python, verify_weights=ctx.verify_weights),
+            lossy=lossy_verification(cand.options),
         )
 
     @staticmethod
@@ -371,9 +383,16 @@ class VllmEngine:
         argv = build_vllm_argv(spec, spec.port, command=head)
         return serve_flags_of(ctx, gathered, spec, argv, program_length=len(head), local_keys=("model",))
 
-    def batch_schedule(self, schedule: Sequence[ScheduleRange], setup: EngineSetup) -> Mapping[str, Any] | None:
-        """Dynamic speculative decoding (`num_speculative_tokens_per_batch_size`), where the probe found it."""
-        if setup.caps is None or setup.caps.controller(BATCH_SCHEDULE_KEY) is None or not schedule:
+    def batch_schedule(self, schedule: Sequence[ScheduleRange], ctx: GroupContext) -> Mapping[str, Any] | None:
+        """Dynamic speculative decoding (`num_speculative_tokens_per_batch_size`), where the probe found it and it
+        runs for the group's method at its data parallel size (`controllers.KNOWN_CONTROLLERS`)."""
+        caps = ctx.setup.caps
+        controller = caps.controller(BATCH_SCHEDULE_KEY) if caps is not None else None
+        if caps is None or controller is None or not schedule:
+            return None
+        method = vllm_method(ctx.candidate.family, ctx.candidate.method)
+        dp = ctx.engine.data_parallel_size
+        if controller_refusal(controller, method, device_kind=caps.device_kind, data_parallel_size=dp) is not None:
             return None
         return {BATCH_SCHEDULE_KEY: [[first, _BEYOND if last is None else last, k] for first, last, k in schedule]}
 

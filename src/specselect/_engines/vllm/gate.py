@@ -18,7 +18,10 @@ __all__ = ["ARCTIC_INFERENCE_REQUIREMENT", "backend_gate", "engine_config_keys",
 def vllm_method(family: str, method: str | None) -> str:
     """The vLLM method of a candidate: the one it names, else its family's canonical name (`eagle3`, like
     `ngram_gpu`, must be named explicitly)."""
-    return (method or classify_family(family).family).strip().lower()
+    if method:
+        return method.strip().lower()
+    canonical = classify_family(family).family
+    return "custom_class" if canonical == "custom" else canonical
 
 
 def _suffix_check(caps: EngineCapabilities, facts: dict[str, FactValue]) -> GateCheck | None:
@@ -38,8 +41,21 @@ def _suffix_check(caps: EngineCapabilities, facts: dict[str, FactValue]) -> Gate
     )
 
 
-def backend_gate(method: str, candidate: Candidate, caps: EngineCapabilities) -> GateCheck:
-    """Gate 2 for a vLLM candidate: the method is in this vLLM, new enough, on the right device, importable."""
+def _synthetic_check(candidate: Candidate, caps: EngineCapabilities, facts: dict[str, FactValue]) -> GateCheck | None:
+    """Synthetic rejection sampling where the CPU build's kernels refuse it (the server would die at the first
+    request: measured with vLLM 0.32.0+cpu)."""
+    if candidate.options.get("rejection_sample_method") != "synthetic" or not caps.on_cpu:
+        return None
+    if not isinstance(caps, VllmCapabilities) or caps.synthetic_rejection_on_cpu:
+        return None
+    return GateCheck.fail("requires_cuda", method_requires_device="cuda", option="rejection_sample_method", **facts)
+
+
+def backend_gate(
+    method: str, candidate: Candidate, caps: EngineCapabilities, *, data_parallel_size: int = 1
+) -> GateCheck:
+    """Gate 2 for a vLLM candidate: the method is in this vLLM, new enough, on the right device, importable, and
+    any runtime controller it asks for runs for it at this data parallel size."""
     facts: dict[str, FactValue] = {
         "engine_kind": caps.kind,
         "engine_version": caps.engine_version,
@@ -58,7 +74,8 @@ def backend_gate(method: str, candidate: Candidate, caps: EngineCapabilities) ->
         if required != caps.device_kind:
             return GateCheck.fail(f"requires_{required}", **facts)
     refused = _suffix_check(caps, facts) if method == "suffix" else None
-    refused = refused or controller_check(method, candidate, caps, facts)
+    refused = refused or _synthetic_check(candidate, caps, facts)
+    refused = refused or controller_check(method, candidate, caps, facts, data_parallel_size=data_parallel_size)
     return refused if refused is not None else GateCheck.ok(**facts)
 
 

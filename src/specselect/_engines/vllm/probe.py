@@ -143,6 +143,7 @@ def _capabilities(
         optional_modules={str(k): bool(v) for k, v in _dict(engine.get("optional_modules")).items()},
         speculative_config_keys=config_keys,
         speculative_config_keys_source=keys_source,
+        synthetic_rejection_on_cpu=engine.get("synthetic_rejection_on_cpu") is not False,
         # Only what the installed engine declares: the hand-kept fallback list says nothing about controllers.
         runtime_controllers=found_controllers(config_keys if keys_source == "engine_source" else ()),
         versions=versions,

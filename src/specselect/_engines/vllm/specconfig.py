@@ -24,13 +24,19 @@ from specselect.errors import ConfigError
 from specselect.records.responsecache import ResponseCacheSetting
 
 __all__ = [
+    "EXACT_REJECTION_METHODS",
     "FALLBACK_CONFIG_KEYS",
+    "FAMILY_METHODS",
+    "LOSSY_REJECTION_METHODS",
+    "METHODS_WITHOUT_FAMILY",
     "METHOD_OPTIONS",
+    "PROPOSER_CLASS_OPTION",
     "RESPONSE_CACHE_OPTION",
     "OptionProblem",
     "build_speculative_config",
     "default_method",
     "family_methods",
+    "lossy_verification",
     "option_problem",
     "response_cache_setting",
     "speculative_config_json",
@@ -91,6 +97,7 @@ METHOD_OPTIONS: Mapping[str, frozenset[str]] = MappingProxyType(
         "dspark": frozenset((*_COMMON, *_DRAFT_LOADING, "dspark_draft_topk", "enable_adaptive_verification")),
         "medusa": frozenset((*_COMMON, *_DRAFT_LOADING)),
         "mlp_speculator": frozenset((*_COMMON, *_DRAFT_LOADING)),
+        "custom_class": frozenset(_COMMON),
         "mtp": frozenset(
             (
                 *_COMMON,
@@ -105,7 +112,7 @@ METHOD_OPTIONS: Mapping[str, frozenset[str]] = MappingProxyType(
 """Option keys per method that this module knows (`eagle3` shares `eagle`'s, model-specific `*_mtp` share `mtp`'s).
 A key listed for some methods is refused for the others; a key the engine has but no method lists is passed."""
 
-_FAMILY_METHODS: Mapping[str, tuple[str, ...]] = MappingProxyType(
+FAMILY_METHODS: Mapping[str, tuple[str, ...]] = MappingProxyType(
     {
         "ngram": ("ngram", "ngram_gpu"),
         "suffix": ("suffix",),
@@ -116,8 +123,20 @@ _FAMILY_METHODS: Mapping[str, tuple[str, ...]] = MappingProxyType(
         "dspark": ("dspark",),
         "medusa": ("medusa",),
         "mlp_speculator": ("mlp_speculator",),
+        "custom": ("custom_class",),
     }
 )
+"""Family -> the vLLM methods that implement it (the first is the default; model-specific `*_mtp` are mtp's)."""
+_FAMILY_METHODS = FAMILY_METHODS
+METHODS_WITHOUT_FAMILY: Mapping[str, str] = MappingProxyType(
+    {
+        "extract_hidden_states": "saves the target's hidden states to train drafters; it proposes nothing to measure",
+    }
+)
+"""vLLM methods that are no proposer specselect could choose, with why (every other method maps to a family)."""
+PROPOSER_CLASS_OPTION = "proposer_class"
+"""The option naming a `custom_class` candidate's proposer (`package.module.Class`, importable by the engine's
+python); it becomes vLLM's `model`, which for this method is a class path, not a checkpoint."""
 _NEEDS_MODEL = frozenset({"draft_model", "eagle", "eagle3", "dflash", "dspark", "medusa", "mlp_speculator"})
 _NO_MODEL = frozenset({"ngram", "ngram_gpu", "suffix", "mtp"})
 # Methods whose token budget vLLM cannot take from a checkpoint; without it vLLM fails at start-up.
@@ -164,9 +183,27 @@ _BOOL_OPTIONS = frozenset(
 _FLOAT_OPTIONS = frozenset({"suffix_decoding_max_spec_factor", "suffix_decoding_min_token_prob"})
 
 
+EXACT_REJECTION_METHODS = ("standard", "block")
+"""vLLM 0.32's `rejection_sample_method` values that keep the target's outputs: rejection sampling ('standard') and
+block verification ('block', Sun et al.: it verifies the drafts jointly and is lossless too)."""
+LOSSY_REJECTION_METHODS = ("synthetic",)
+"""vLLM 0.32's values that do not: 'synthetic' accepts drafts at a set rate whatever the target says (a benchmark
+of what an acceptance rate would buy, even at temperature 0). Any value not known as exact counts as lossy."""
+_REJECTION_KEY = "rejection_sample_method"
+
+
+def lossy_verification(options: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(option, why) when the options make vLLM's verification trade exactness for speed; None when exact."""
+    method = options.get(_REJECTION_KEY, EXACT_REJECTION_METHODS[0])
+    if method in EXACT_REJECTION_METHODS:
+        return None
+    what = "accepts drafts at a set rate whatever the target says" if method == "synthetic" else "is not exact"
+    return _REJECTION_KEY, f"rejection_sample_method {method!r} {what}: the outputs are not the target's"
+
+
 def family_methods(family: str) -> tuple[str, ...]:
-    """The vLLM methods that implement a proposer family (canonical or alias name)."""
-    return _FAMILY_METHODS[classify_family(family).family]
+    """The vLLM methods that implement a proposer family (canonical or alias name; none for a family vLLM lacks)."""
+    return _FAMILY_METHODS.get(classify_family(family).family, ())
 
 
 def default_method(family: str) -> str:
@@ -208,7 +245,13 @@ def _method(family: str, method: str | None, location: str) -> tuple[str, str]:
         canonical = classify_family(family).family
     except UnknownFamilyError as exc:
         raise ConfigError(str(exc), location=f"{location}.family", fix="use a known family name") from exc
-    allowed_methods = _FAMILY_METHODS[canonical]
+    allowed_methods = _FAMILY_METHODS.get(canonical)
+    if allowed_methods is None:
+        raise ConfigError(
+            f"vLLM has no method for family {canonical!r}",
+            location=f"{location}.family",
+            fix=f"use one of: {', '.join(_FAMILY_METHODS)}",
+        )
     chosen = default_method(family) if method is None else method.strip().lower()
     if chosen not in allowed_methods and not (canonical == "mtp" and chosen.endswith("_mtp")):
         raise ConfigError(
@@ -217,6 +260,26 @@ def _method(family: str, method: str | None, location: str) -> tuple[str, str]:
             fix=f"use one of: {', '.join(allowed_methods)}",
         )
     return canonical, chosen
+
+
+def _proposer_class(options: Mapping[str, Any], proposer_path: str | Path | None, location: str) -> str:
+    """A `custom_class` candidate's proposer class path (`package.module.Class`)."""
+    value = options.get(PROPOSER_CLASS_OPTION)
+    where = f"{location}.options.{PROPOSER_CLASS_OPTION}"
+    if proposer_path is not None:
+        raise ConfigError(
+            "custom_class loads a proposer class, not a checkpoint",
+            location=f"{location}.proposer",
+            fix=f"remove the proposer and name the class in options.{PROPOSER_CLASS_OPTION}",
+        )
+    parts = value.split(".") if isinstance(value, str) else []
+    if len(parts) < 2 or not all(part.isidentifier() for part in parts):
+        raise ConfigError(
+            f"custom_class needs its proposer class as package.module.Class, got {value!r}",
+            location=where,
+            fix=f'set options.{PROPOSER_CLASS_OPTION} = "my_package.my_module.MyProposer"',
+        )
+    return str(value)
 
 
 def _model(canonical: str, chosen: str, proposer_path: str | Path | None, location: str) -> str | None:
@@ -297,6 +360,10 @@ def option_problem(method: str, key: str, engine_keys: Collection[str] | None = 
             "use draft_tensor_parallel_size",
             did_you_mean="draft_tensor_parallel_size",
         )
+    if key == PROPOSER_CLASS_OPTION:
+        if method == "custom_class":
+            return None
+        return OptionProblem("option_of_other_method", key, f"{key!r} is only for method 'custom_class'", "remove it")
     accepted = frozenset(engine_keys) if engine_keys is not None else FALLBACK_CONFIG_KEYS
     if key not in accepted:
         guess = _close_match(key, accepted - set(_RESERVED))
@@ -370,13 +437,18 @@ def build_speculative_config(
     """
     canonical, chosen = _method(proposal.family, proposal.method, location)
     config: dict[str, Any] = {"method": chosen}
-    model = _model(canonical, chosen, proposal.proposer_path, location)
+    options = dict(proposal.options)
+    if chosen == "custom_class":
+        model: str | None = _proposer_class(options, proposal.proposer_path, location)
+        del options[PROPOSER_CLASS_OPTION]
+    else:
+        model = _model(canonical, chosen, proposal.proposer_path, location)
     if model is not None:
         config["model"] = model
     budget = _budget(chosen, proposal.num_speculative_tokens, location)
     if budget is not None:
         config["num_speculative_tokens"] = budget
-    config.update(_checked_options(chosen, proposal.options, location, engine_keys))
+    config.update(_checked_options(chosen, options, location, engine_keys))
     if chosen in _RESPONSE_CACHE_METHODS:
         # Unset, the cache would learn from every earlier response, warm-up and repeats included: measured
         # acceptance would then be the replay's, not a deployment's. A plan that wants it learning says so.

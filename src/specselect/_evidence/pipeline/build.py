@@ -182,9 +182,12 @@ class _Measured:
 
     @property
     def quality_ok(self) -> bool | None:
-        """Exact parity's verdict at temperature 0, the distribution test's above it."""
+        """Exact parity's verdict at temperature 0, the distribution test's above it; a lossy candidate's only the
+        distribution test's (its outputs differ from the target's by design, so exact parity cannot judge it)."""
         if self.sampled is not None:
             return {"pass": True, "fail": False}.get(self.sampled.verdict)
+        if self.cand_group.lossy is not None:
+            return None
         return self.parity.quality_ok if self.parity is not None else None
 
 
@@ -277,8 +280,9 @@ def _decide_at(measured: _Measured, analysis: LookAnalysis, settings: EvidenceSe
         # An A/A control runs the baseline's configuration: taken as a candidate that proposes (AA_CONTROL_RULE).
         candidate = candidate.model_copy(update={"execution_path": "speculative", "mechanism_active": True})
     evidence = build_pair_evidence(baseline, candidate)
-    if measured.sampled is not None:
-        evidence = evidence.model_copy(update={"quality_check": "output_distribution"})
+    lossy = measured.cand_group.lossy
+    if measured.sampled is not None or lossy is not None:
+        evidence = evidence.model_copy(update={"quality_check": "output_distribution", "lossy": lossy})
     if not speedup.rounds and speedup.excluded_rounds:
         evidence = untrusted(evidence, tuple(speedup.excluded_rounds.values()))
     decision = decide_pair(evidence, estimates, settings.thresholds_for(measured.cand_group.group))

@@ -130,6 +130,11 @@ class MeasuredGroup(Protocol):
         ...
 
     @property
+    def lossy(self) -> str | None:
+        """Why the group's verification is not exact (`AdmissionResult.lossy`); None: exact."""
+        ...
+
+    @property
     def scenarios(self) -> Sequence[MeasuredScenario]:
         """The first launch's scenarios."""
         ...

@@ -14,7 +14,9 @@ RULE = (
     "mean E2E ratios, paired by round, with intervals at the plan's level at every look, must not lie clearly "
     "above their limits (interval low > limit: "
     "ttft_mean_regression, e2e_mean_regression) and, with latency_gate = shown_within, must lie within them "
-    "(insufficient_latency_confidence)"
+    "(insufficient_latency_confidence); a lossy candidate (allow_lossy: its verification is not exact, so its "
+    "outputs are not the target's) is judged on quality by the distribution test alone, and at temperature 0, "
+    "where there is none, its pair is incomplete (missing quality_ok: tune)"
 )
 
 TRACK_RULE = (
