@@ -83,6 +83,7 @@ class Run:
     device_load: DeviceLoad | None = None
     traffic: None = None
     host_load: None = None
+    response_cache: None = None
 
 
 def test_the_busy_round_is_left_out_and_named_like_a_busy_host() -> None:
