@@ -24,11 +24,11 @@ def test_validate_ok_prints_the_hash_then_what_the_plan_will_cost(capsys: pytest
     lines = out.splitlines()
     assert (code, err) == (0, "")
     assert lines[0] == (
-        f"OK builtin:cpu-smoke: plan 'cpu-smoke' is valid: baseline + 6 candidates, 2 workloads, plan_hash {plan_hash}"
+        f"OK builtin:cpu-smoke: plan 'cpu-smoke' is valid: baseline + 5 candidates, 2 workloads, plan_hash {plan_hash}"
     )
-    # 7 groups x 3 rounds by the first look, x 4 by the last; CPU-hours from this machine's figures.
-    assert lines[1].startswith("cost: 21 server starts by the first look, up to 28 if every candidate runs to")
-    assert lines[2].startswith("cost: ~0.40 CPU-hours estimated (up to ~0.54) on this machine's CPUs: one launch")
+    # 6 groups x 3 rounds by the first look, x 4 by the last; CPU-hours from this machine's figures.
+    assert lines[1].startswith("cost: 18 server starts by the first look, up to 24 if every candidate runs to")
+    assert lines[2].startswith("cost: ~0.35 CPU-hours estimated (up to ~0.46) on this machine's CPUs: one launch")
     assert lines[3].startswith("cost: estimates from typical figures, not measurements: measured on specselect's")
     assert len(lines) == 4  # a builtin target is fetched by nobody: no disk line
 
@@ -37,7 +37,7 @@ def test_validate_counts_every_baseline_a_plan_launches(capsys: pytest.CaptureFi
     text = builtin_plan_text("cpu-smoke").replace("\n[run]\n", "\n[run]\ncandidates_per_block = 2\n", 1)
     (tmp_path / "p.toml").write_text(text, encoding="utf-8")
     code, out, _ = run_cli(capsys, "validate", str(tmp_path / "p.toml"))
-    assert code == 0 and ": 3 baselines + 6 candidates, 2 workloads, " in out
+    assert code == 0 and ": 3 baselines + 5 candidates, 2 workloads, " in out
 
 
 def test_validate_bad_plan_exits_2_with_one_line_per_problem(

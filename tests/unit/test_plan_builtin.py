@@ -51,7 +51,6 @@ def test_cpu_smoke_groups() -> None:
         ("g3_eagle3", "eagle", "eagle3", 3, None),
         ("g4_dflash", "dflash", None, 4, None),
         ("g5_dspark", "dspark", None, 4, None),
-        ("g7_suffix", "suffix", "suffix", 5, None),
     ]
     assert groups[1].options == {"prompt_lookup_min": 3, "prompt_lookup_max": 5}
     assert all(g.enabled for g in groups)
