@@ -35,6 +35,7 @@ from specselect.records.startup import EngineWarning, StartupSplit
 from specselect.records.telemetry import RequestSpecMetrics, SpecDecodeCounters, SpecMetricsReader
 
 __all__ = [
+    "USAGE_SCRAPE_TIMEOUT_S",
     "Engine",
     "EngineSetup",
     "Finding",
@@ -57,6 +58,11 @@ ProgressFn = Callable[[str], None]
 
 Finding = tuple[Literal["error", "warning", "info"], str, str]
 """One configuration-audit finding: (severity, stable snake_case code, message)."""
+
+USAGE_SCRAPE_TIMEOUT_S = 2.0
+"""A once-a-second KV-usage scrape gives up after this: a server that cannot answer /metrics in 2 s gives no useful
+sample, and a hung one must not hold the scenario's end (its poller joins the scrape in flight, then scrapes once
+more) beyond the scenario's own time-out."""
 
 
 def recorded_request_spec_metrics(engine_fields: Mapping[str, Any]) -> RequestSpecMetrics | None:

@@ -20,6 +20,7 @@ from specselect._assets.memory_estimate import MemoryTerms, sglang_default_mem_f
 from specselect._common.fileio import atomic_write_bytes
 from specselect._common.secrets import REDACTED, write_private_file
 from specselect._engines.base import (
+    USAGE_SCRAPE_TIMEOUT_S,
     EngineSetup,
     Finding,
     GroupContext,
@@ -527,7 +528,7 @@ class SglangEngine:
 
     def kv_usage(self, server: RunningServer) -> float | None:
         """The share of the KV pool in use now (`sglang:token_usage` alone is parsed)."""
-        return kv.kv_usage(parse_metrics_named(self.scrape_metrics(server), (kv.TOKEN_USAGE,)))
+        return kv.kv_usage(parse_metrics_named(self.scrape_metrics(server, USAGE_SCRAPE_TIMEOUT_S), (kv.TOKEN_USAGE,)))
 
     def preemptions(self, before: MetricsSnapshot, after: MetricsSnapshot, model_name: str) -> int | None:
         """None: SGLang exports no preemption counter."""

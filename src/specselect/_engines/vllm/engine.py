@@ -13,6 +13,7 @@ from specselect._admission.gather import Gathered, Resolving, disabled, gather_a
 from specselect._assets.memory_estimate import DEFAULT_CPU_KVCACHE_GIB, GPU_RUNTIME_OVERHEAD_MB, MemoryTerms
 from specselect._common.home import default_home
 from specselect._engines.base import (
+    USAGE_SCRAPE_TIMEOUT_S,
     EngineSetup,
     Finding,
     GroupContext,
@@ -467,7 +468,7 @@ class VllmEngine:
 
     def kv_usage(self, server: RunningServer) -> float | None:
         """The share of the KV cache in use now (the usage gauge alone is parsed)."""
-        return kv.kv_usage(parse_metrics_named(self.scrape_metrics(server), kv.KV_USAGE_GAUGES))
+        return kv.kv_usage(parse_metrics_named(self.scrape_metrics(server, USAGE_SCRAPE_TIMEOUT_S), kv.KV_USAGE_GAUGES))
 
     def preemptions(self, before: MetricsSnapshot, after: MetricsSnapshot, model_name: str) -> int | None:
         """Requests preempted between two scrapes."""
